@@ -1,0 +1,278 @@
+/**
+ * Builds the container and starts or stops everything. The same function runs `tessera serve`, the
+ * tests (port 0) and the benchmarks.
+ */
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import path from 'node:path';
+import { readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import { Container } from 'inversify';
+import type { Logger } from 'pino';
+import type { Config as ConfigShape } from './config.js';
+import { systemClock, type Clock as ClockShape } from './clock.js';
+import { createLogger } from './logger.js';
+import { Lifecycle as LifecycleService } from './lifecycle.js';
+import { openDatabase } from './db/database.js';
+import { runMigrations, type MigrationSet } from './db/migrations.js';
+import { InProcessEventBus } from './events/in-process.js';
+import { NatsEventBus } from './events/nats.js';
+import type { EventBus as EventBusShape } from './events/event-bus.js';
+import { KeyStore as KeyStoreService } from './auth/key-store.js';
+import { TenantStore as TenantStoreService, type NewOrganization } from './auth/tenants.js';
+import { AuditLog as AuditLogService } from './auth/audit-log.js';
+import { RateLimiter as RateLimiterService } from './auth/rate-limiter.js';
+import { Authenticator } from './auth/authenticator.js';
+import { Authorizer } from './auth/authorizer.js';
+import { authMigrations } from './auth/migrations.js';
+import { RequestLog as RequestLogService, requestLogMigrations } from './http/request-log.js';
+import { HealthRegistry as HealthRegistryService } from './health.js';
+import { PluginRegistry as PluginRegistryService, type PluginContext } from './plugins.js';
+import { buildHttpApp } from './http/server.js';
+import { operations, type OperationId } from './http/operations.js';
+import type { AnyHandler } from './http/handlers.js';
+import * as T from './tokens.js';
+
+export interface KernelOverrides {
+  clock?: ClockShape;
+  logger?: Logger;
+  /** A PGlite data dump to start from instead of running initdb (tests). */
+  pgliteTemplate?: Blob;
+}
+
+export interface KernelOptions {
+  config: ConfigShape;
+  /** Loaded plugin objects, each with where it came from (for contract errors). */
+  plugins: ReadonlyArray<{ plugin: unknown; origin: string }>;
+  overrides?: KernelOverrides;
+}
+
+/** The kernel without its HTTP server: for operator commands (`tessera orgs create`). */
+export interface KernelCore {
+  container: Container;
+  services: T.Services;
+  stop(): Promise<void>;
+}
+
+export interface Kernel {
+  container: Container;
+  config: ConfigShape;
+  server: Server;
+  port: number;
+  url: string;
+  /** Set when this start created the first organization (its admin-key plaintext is shown once). */
+  bootstrap: NewOrganization | undefined;
+  stop(): Promise<void>;
+}
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+export async function loadApiDocument(): Promise<Record<string, unknown>> {
+  return JSON.parse(await readFile(path.join(root, 'generated/openapi.json'), 'utf8')) as Record<string, unknown>;
+}
+
+export async function startKernel(options: KernelOptions): Promise<Kernel> {
+  const core = await openCore(options);
+  try {
+    return await serve(core, options);
+  } catch (err) {
+    await core.lifecycle.stop();
+    throw err;
+  }
+}
+
+/** Opens the database (migrated) and the event bus, with every plugin's services bound; no HTTP. */
+export async function openKernelCore(options: KernelOptions): Promise<KernelCore> {
+  const core = await openCore(options);
+  return { container: core.container, services: core.services, stop: () => core.lifecycle.stop() };
+}
+
+interface Core {
+  container: Container;
+  services: T.Services;
+  lifecycle: LifecycleService;
+  log: Logger;
+  clock: ClockShape;
+  registry: PluginRegistryService;
+  apiDocument: Record<string, unknown>;
+}
+
+async function openCore(options: KernelOptions): Promise<Core> {
+  const log = options.overrides?.logger ?? createLogger(options.config.logLevel);
+  const clock = options.overrides?.clock ?? systemClock;
+  const lifecycle = new LifecycleService(log);
+  const container = new Container();
+  try {
+    return await assembleCore(container, lifecycle, log, clock, options);
+  } catch (err) {
+    await lifecycle.stop();
+    throw err;
+  }
+}
+
+async function assembleCore(
+  container: Container,
+  lifecycle: LifecycleService,
+  log: Logger,
+  clock: ClockShape,
+  options: KernelOptions,
+): Promise<Core> {
+  const { config } = options;
+  container.bind(T.Config).toConstantValue(config);
+  container.bind(T.RootLogger).toConstantValue(log);
+  container.bind(T.Clock).toConstantValue(clock);
+  container.bind(T.Lifecycle).toConstantValue(lifecycle);
+
+  const registry = new PluginRegistryService();
+  for (const { plugin, origin } of options.plugins) registry.add(plugin, origin);
+  container.bind(T.PluginRegistry).toConstantValue(registry);
+
+  const apiDocument = await loadApiDocument();
+  container.bind(T.ApiDocument).toConstantValue(apiDocument);
+
+  // Backing components.
+  const database = await openDatabase({
+    url: config.databaseUrl,
+    dataDir: path.join(config.home, 'db'),
+    inMemory: config.databaseInMemory,
+    ...(options.overrides?.pgliteTemplate ? { pgliteTemplate: options.overrides.pgliteTemplate } : {}),
+  });
+  lifecycle.onShutdown('database', () => database.close());
+  container.bind(T.DatabaseHandle).toConstantValue(database);
+  const db = database.db;
+
+  const events: EventBusShape = config.natsUrl
+    ? await NatsEventBus.connect(config.natsUrl, config.natsPrefix, log.child({ component: 'events' }))
+    : new InProcessEventBus(log.child({ component: 'events' }));
+  lifecycle.onShutdown('event bus', () => events.close());
+  container.bind(T.EventBus).toConstantValue(events);
+
+  const health = new HealthRegistryService();
+  health.register({ name: 'database', kind: database.kind, required: true, probe: async () => void (await db.raw('select 1')) });
+  health.register({ name: 'event_bus', kind: events.kind, required: true, probe: async () => void (await events.ping()) });
+  container.bind(T.HealthRegistry).toConstantValue(health);
+
+  // Kernel services.
+  const keyStore = new KeyStoreService(db, clock, config.keyCacheTtlMs);
+  const tenants = new TenantStoreService(db, keyStore, clock);
+  const requestLog = new RequestLogService(db, log.child({ component: 'request-log' }));
+  container.bind(T.KeyStore).toConstantValue(keyStore);
+  container.bind(T.TenantStore).toConstantValue(tenants);
+  container.bind(T.AuditLog).toConstantValue(new AuditLogService(db, clock));
+  container.bind(T.RateLimiter).toConstantValue(new RateLimiterService(clock));
+  container.bind(T.RequestLog).toConstantValue(requestLog);
+
+  const services = T.servicesOf(container);
+  for (const resource of registry.resources) resource.services?.(container, services);
+
+  const migrationSets: MigrationSet[] = [
+    { owner: 'kernel', migrations: [...authMigrations, ...requestLogMigrations] },
+    ...registry.resources.map((r) => ({ owner: r.name, migrations: r.migrations ?? [] })),
+  ];
+  const applied = await runMigrations(db, migrationSets);
+  if (applied.length > 0) log.info({ migrations: applied }, 'database migrated');
+  return { container, services, lifecycle, log, clock, registry, apiDocument };
+}
+
+async function serve(core: Core, options: KernelOptions): Promise<Kernel> {
+  const { container, services, lifecycle, log, clock, registry, apiDocument } = core;
+  const { config } = options;
+  const events = services.get(T.EventBus);
+  const keyStore = services.get(T.KeyStore);
+  const tenants = services.get(T.TenantStore);
+  const requestLog = services.get(T.RequestLog);
+
+  const bootstrap = await tenants.bootstrapFirstOrganization({
+    name: config.organizationName,
+    ownerEmail: config.adminEmail,
+    adminKeyPlaintext: config.adminKey,
+  });
+
+  // Key changes made by any process evict that key from every process's cache.
+  const unsubscribe = events.subscribe('api_key.*', (event) => {
+    const keyId = event.data.key_id;
+    if (typeof keyId === 'string') keyStore.evict(keyId);
+  });
+  lifecycle.onShutdown('key cache subscription', unsubscribe);
+
+  const flushTimer = setInterval(() => {
+    void requestLog.flush();
+    void keyStore.flushLastUsed().catch((err: unknown) => log.error({ err }, 'last_used_at write failed'));
+  }, config.requestLogFlushMs);
+  flushTimer.unref();
+  lifecycle.onShutdown('request log', async () => {
+    clearInterval(flushTimer);
+    await requestLog.flush();
+    await keyStore.flushLastUsed();
+  });
+
+  const pluginContext: PluginContext = { container, services, config, log, lifecycle, events };
+  for (const resource of registry.resources) await resource.setup?.({ ...pluginContext, log: log.child({ plugin: resource.name }) });
+
+  const handlers = collectHandlers(registry.resources);
+  const authorizer = new Authorizer(T.tryResolve(container, T.NamespaceResolver));
+  const app = buildHttpApp({
+    container,
+    log,
+    clock,
+    apiDocument,
+    validateResponses: config.validateResponses,
+    jsonBodyLimit: config.jsonBodyLimit,
+    authenticator: new Authenticator(keyStore, clock, config.planRateLimitPerMinute),
+    authorizer,
+    rateLimiter: container.get(T.RateLimiter),
+    keyStore,
+    requestLog,
+    handlers,
+  });
+
+  await lifecycle.start();
+  const server = await listen(app, config.port, config.host);
+  lifecycle.onShutdown('http server', () => closeServer(server, config.shutdownGraceMs));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    container,
+    config,
+    server,
+    port,
+    url: `http://127.0.0.1:${port}`,
+    bootstrap,
+    stop: () => lifecycle.stop(),
+  };
+}
+
+function collectHandlers(resources: PluginRegistryService['resources']): Map<OperationId, AnyHandler> {
+  const handlers = new Map<OperationId, AnyHandler>();
+  for (const resource of resources) {
+    for (const [operationId, handler] of Object.entries(resource.handlers)) {
+      if (!operations.has(operationId as OperationId)) {
+        throw new Error(`resource ${resource.name} handles '${operationId}', which the OpenAPI document does not define`);
+      }
+      if (handlers.has(operationId as OperationId)) throw new Error(`operation '${operationId}' has two handlers`);
+      handlers.set(operationId as OperationId, handler as AnyHandler);
+    }
+  }
+  const missing = [...operations.keys()].filter((id) => !handlers.has(id));
+  if (missing.length > 0) throw new Error(`no plugin handles these operations: ${missing.join(', ')}`);
+  return handlers;
+}
+
+function listen(app: import('express').Express, port: number, host: string): Promise<Server> {
+  return new Promise((resolve, reject) => {
+    const server = app.listen(port, host, (err?: Error) => (err ? reject(err) : resolve(server)));
+    server.keepAliveTimeout = 65_000;
+  });
+}
+
+/** Stops accepting connections and waits for in-flight requests, up to the grace period. */
+function closeServer(server: Server, graceMs: number): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => server.closeAllConnections(), graceMs);
+    timer.unref();
+    server.close(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+    server.closeIdleConnections();
+  });
+}

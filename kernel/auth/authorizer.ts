@@ -1,0 +1,94 @@
+/**
+ * Authorization for one request: the key's permission against the operation's `x-permission`, the
+ * namespace named by `X-Namespace`, and the key's scopes against the operation's `x-scope`.
+ */
+import { InputError, NotAllowedError, NotFoundError } from '../errors.js';
+import type { AuthContext } from './authenticator.js';
+import type { NamespaceResolver, ResolvedNamespace } from './namespaces.js';
+import { satisfies, strongestPermission } from './permissions.js';
+import { scopesAllow, type ResourceRef } from './scopes.js';
+import type { OperationSpec, ScopeRule } from '../http/operations.js';
+
+export interface AuthorizationInput {
+  auth: AuthContext;
+  operation: OperationSpec;
+  namespaceHeader: string | undefined;
+  pathParams: Record<string, string>;
+  body: unknown;
+}
+
+export class Authorizer {
+  constructor(private readonly namespaces: NamespaceResolver | undefined) {}
+
+  /** Checks the request and returns the namespace it runs in, if any. */
+  async authorize(input: AuthorizationInput): Promise<ResolvedNamespace | null> {
+    const { auth, operation } = input;
+    if (!satisfies(auth.permissions, operation.permission)) {
+      throw new NotAllowedError(
+        `This operation requires the '${operation.permission}' permission; the key's strongest is '${strongestPermission(auth.permissions) ?? 'none'}'`,
+        { required_permission: operation.permission },
+      );
+    }
+    const namespace = await this.resolveHeader(input);
+    if (operation.scope) await this.checkScope(input, operation.scope, namespace);
+    return namespace;
+  }
+
+  private async resolveHeader(input: AuthorizationInput): Promise<ResolvedNamespace | null> {
+    const { operation, namespaceHeader } = input;
+    if (!operation.namespaceHeader) return null;
+    if (!namespaceHeader) {
+      if (operation.namespaceHeader === 'required') {
+        throw new InputError('This operation needs the X-Namespace header (a namespace name or ns_ id)');
+      }
+      return null;
+    }
+    const namespace = await this.resolver().resolve(input.auth.organizationId, namespaceHeader);
+    if (!namespace) throw new NotFoundError(`Namespace '${namespaceHeader}' not found`, { namespace: namespaceHeader });
+    return namespace;
+  }
+
+  private async checkScope(input: AuthorizationInput, rule: ScopeRule, namespace: ResolvedNamespace | null): Promise<void> {
+    const resource: ResourceRef = { type: rule.resource_type };
+    const identifier = this.identifierOf(input, rule);
+    if (identifier !== undefined) {
+      resource.identifiers = [identifier];
+      if (rule.resource_type === 'namespace' && rule.id_from?.startsWith('path.')) {
+        // A namespace path parameter may be a name or an id: the scope may name either.
+        const found = await this.resolver().resolve(input.auth.organizationId, identifier);
+        if (found) resource.identifiers = [found.id, found.name];
+      }
+    }
+    if (rule.id_from === 'namespace' && namespace) resource.identifiers = [namespace.id, namespace.name];
+    const allowed = scopesAllow(input.auth.scopes, {
+      organizationId: input.auth.organizationId,
+      resource,
+      ...(namespace ? { namespace } : {}),
+      operation: rule.operation,
+    });
+    if (!allowed) {
+      const target = resource.identifiers ? `${rule.resource_type} '${resource.identifiers.at(-1)}'` : `${rule.resource_type} resources`;
+      throw new NotAllowedError(`The API key's scopes do not allow ${rule.operation} on ${target}`, {
+        resource_type: rule.resource_type,
+        operation: rule.operation,
+      });
+    }
+  }
+
+  private identifierOf(input: AuthorizationInput, rule: ScopeRule): string | undefined {
+    const from = rule.id_from;
+    if (!from || from === 'namespace') return undefined;
+    const [where, name] = from.split('.', 2) as [string, string];
+    if (where === 'path') return input.pathParams[name];
+    if (where === 'body' && input.body && typeof input.body === 'object') {
+      const value = (input.body as Record<string, unknown>)[name];
+      return typeof value === 'string' ? value : undefined;
+    }
+    return undefined;
+  }
+
+  private resolver(): NamespaceResolver {
+    if (!this.namespaces) throw new Error('no plugin provides the NamespaceResolver service');
+    return this.namespaces;
+  }
+}

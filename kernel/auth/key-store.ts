@@ -1,0 +1,219 @@
+/**
+ * Persistence of API keys, and the hot-path lookup by secret hash. Lookups are cached for a short TTL;
+ * every change evicts the key here at once and is announced on the event bus so other API processes
+ * evict it too. Expiry is checked against the clock on every request, never cached.
+ */
+import type { Knex } from 'knex';
+import { newId } from '../ids.js';
+import type { Clock } from '../clock.js';
+import { displayPrefix, hashKey, type KeyType } from './keys.js';
+import type { Permission } from './permissions.js';
+import type { ResourceScope } from './scopes.js';
+
+export type StoredKeyStatus = 'active' | 'revoked';
+export type KeyStatus = StoredKeyStatus | 'expired';
+
+export interface KeyRecord {
+  key_id: string;
+  organization_id: string;
+  user_id: string;
+  name: string;
+  description: string | null;
+  key_hash: string;
+  key_prefix: string;
+  key_type: KeyType;
+  permissions: Permission[];
+  scopes: ResourceScope[];
+  rate_limit_override: number | null;
+  expires_at: Date | null;
+  principal_id: string | null;
+  allowed_origins: string[];
+  status: StoredKeyStatus;
+  is_protected: boolean;
+  last_used_at: Date | null;
+  created_at: Date;
+  created_by: string;
+  updated_at: Date | null;
+  revoked_at: Date | null;
+  revoked_by: string | null;
+  /** Joined from users and organizations. */
+  user_email: string;
+  organization_name: string;
+}
+
+export interface NewKey {
+  organizationId: string;
+  userId: string;
+  name: string;
+  description: string | null;
+  plaintext: string;
+  keyType: KeyType;
+  permissions: Permission[];
+  scopes: ResourceScope[];
+  rateLimitOverride: number | null;
+  expiresAt: Date | null;
+  principalId: string | null;
+  allowedOrigins: string[];
+  isProtected: boolean;
+  createdBy: string;
+}
+
+export type KeyChanges = Partial<
+  Pick<KeyRecord, 'name' | 'description' | 'permissions' | 'scopes' | 'rate_limit_override' | 'expires_at' |
+    'principal_id' | 'allowed_origins' | 'key_type'>
+>;
+
+const JSON_COLUMNS = ['permissions', 'scopes', 'allowed_origins'] as const;
+
+export function keyStatus(key: Pick<KeyRecord, 'status' | 'expires_at'>, now: Date): KeyStatus {
+  if (key.status === 'revoked') return 'revoked';
+  if (key.expires_at && key.expires_at.getTime() <= now.getTime()) return 'expired';
+  return 'active';
+}
+
+function toColumns(changes: KeyChanges): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...changes };
+  for (const column of JSON_COLUMNS) {
+    if (column in out) out[column] = JSON.stringify(out[column]);
+  }
+  return out;
+}
+
+interface CacheEntry {
+  record: KeyRecord;
+  cachedUntil: number;
+}
+
+export class KeyStore {
+  private readonly byHash = new Map<string, CacheEntry>();
+  private readonly pendingLastUsed = new Map<string, Date>();
+
+  constructor(
+    private readonly db: Knex,
+    private readonly clock: Clock,
+    private readonly cacheTtlMs: number,
+  ) {}
+
+  private selectKeys(db: Knex) {
+    return db('api_keys as k')
+      .join('users as u', 'u.user_id', 'k.user_id')
+      .join('organizations as o', 'o.organization_id', 'k.organization_id')
+      .select('k.*', 'u.email as user_email', 'o.name as organization_name');
+  }
+
+  /** The key a secret belongs to, if it is stored and not revoked (expiry is the caller's check). */
+  async findByPlaintext(plaintext: string): Promise<KeyRecord | undefined> {
+    const hash = hashKey(plaintext);
+    const now = Date.now();
+    const cached = this.byHash.get(hash);
+    if (cached && cached.cachedUntil > now) return cached.record;
+    const record = (await this.selectKeys(this.db).where('k.key_hash', hash).where('k.status', 'active').first()) as
+      | KeyRecord
+      | undefined;
+    if (record && this.cacheTtlMs > 0) this.byHash.set(hash, { record, cachedUntil: now + this.cacheTtlMs });
+    else this.byHash.delete(hash);
+    return record;
+  }
+
+  /** Drops every cached lookup of this key (its current and any previous secret). */
+  evict(keyId: string): void {
+    for (const [hash, entry] of this.byHash) {
+      if (entry.record.key_id === keyId) this.byHash.delete(hash);
+    }
+  }
+
+  async insert(db: Knex, key: NewKey): Promise<KeyRecord> {
+    const keyId = newId('key');
+    await db('api_keys').insert({
+      key_id: keyId,
+      organization_id: key.organizationId,
+      user_id: key.userId,
+      name: key.name,
+      description: key.description,
+      key_hash: hashKey(key.plaintext),
+      key_prefix: displayPrefix(key.plaintext),
+      key_type: key.keyType,
+      permissions: JSON.stringify(key.permissions),
+      scopes: JSON.stringify(key.scopes),
+      rate_limit_override: key.rateLimitOverride,
+      expires_at: key.expiresAt,
+      principal_id: key.principalId,
+      allowed_origins: JSON.stringify(key.allowedOrigins),
+      status: 'active',
+      is_protected: key.isProtected,
+      created_at: this.clock.now(),
+      created_by: key.createdBy,
+    });
+    return (await this.findById(key.organizationId, keyId, db))!;
+  }
+
+  async findById(organizationId: string, keyId: string, db: Knex = this.db): Promise<KeyRecord | undefined> {
+    return (await this.selectKeys(db).where({ 'k.organization_id': organizationId, 'k.key_id': keyId }).first()) as
+      | KeyRecord
+      | undefined;
+  }
+
+  /** The user's non-revoked key of that name (names are unique among those). */
+  async findByName(organizationId: string, userId: string, name: string, db: Knex = this.db): Promise<KeyRecord | undefined> {
+    return (await this.selectKeys(db)
+      .where({ 'k.organization_id': organizationId, 'k.user_id': userId, 'k.name': name, 'k.status': 'active' })
+      .first()) as KeyRecord | undefined;
+  }
+
+  async listForUser(organizationId: string, userId: string, includeRevoked: boolean): Promise<KeyRecord[]> {
+    const query = this.selectKeys(this.db)
+      .where({ 'k.organization_id': organizationId, 'k.user_id': userId })
+      .whereNot('k.key_type', 'session')
+      .orderBy([{ column: 'k.created_at', order: 'asc' }, { column: 'k.key_id', order: 'asc' }]);
+    if (!includeRevoked) query.where('k.status', 'active');
+    return (await query) as KeyRecord[];
+  }
+
+  async listActiveIdsForUser(db: Knex, organizationId: string, userId: string): Promise<KeyRecord[]> {
+    return (await this.selectKeys(db)
+      .where({ 'k.organization_id': organizationId, 'k.user_id': userId, 'k.status': 'active' })) as KeyRecord[];
+  }
+
+  async update(db: Knex, organizationId: string, keyId: string, changes: KeyChanges): Promise<KeyRecord> {
+    await db('api_keys')
+      .where({ organization_id: organizationId, key_id: keyId })
+      .update({ ...toColumns(changes), updated_at: this.clock.now() });
+    this.evict(keyId);
+    return (await this.findById(organizationId, keyId, db))!;
+  }
+
+  async replaceSecret(db: Knex, organizationId: string, keyId: string, plaintext: string): Promise<KeyRecord> {
+    await db('api_keys')
+      .where({ organization_id: organizationId, key_id: keyId })
+      .update({ key_hash: hashKey(plaintext), key_prefix: displayPrefix(plaintext), updated_at: this.clock.now() });
+    this.evict(keyId);
+    return (await this.findById(organizationId, keyId, db))!;
+  }
+
+  async revoke(db: Knex, organizationId: string, keyId: string, revokedBy: string): Promise<KeyRecord> {
+    const now = this.clock.now();
+    await db('api_keys')
+      .where({ organization_id: organizationId, key_id: keyId, status: 'active' })
+      .update({ status: 'revoked', revoked_at: now, revoked_by: revokedBy, updated_at: now });
+    this.evict(keyId);
+    return (await this.findById(organizationId, keyId, db))!;
+  }
+
+  /** Remembers a successful use; written in batches by flushLastUsed(). */
+  noteUsed(keyId: string, at: Date): void {
+    const previous = this.pendingLastUsed.get(keyId);
+    if (!previous || previous < at) this.pendingLastUsed.set(keyId, at);
+  }
+
+  async flushLastUsed(): Promise<void> {
+    if (this.pendingLastUsed.size === 0) return;
+    const batch = [...this.pendingLastUsed];
+    this.pendingLastUsed.clear();
+    for (const [keyId, at] of batch) {
+      await this.db('api_keys')
+        .where({ key_id: keyId })
+        .where((q) => q.whereNull('last_used_at').orWhere('last_used_at', '<', at))
+        .update({ last_used_at: at });
+    }
+  }
+}

@@ -1,0 +1,69 @@
+import type { Migration } from '../db/migrations.js';
+
+/** Tenancy and credentials: organizations, their users, API keys (hash only) and the audit log. */
+export const authMigrations: Migration[] = [
+  {
+    name: '0001_tenancy_and_keys',
+    async up(db) {
+      await db.schema.createTable('organizations', (t) => {
+        t.text('organization_id').primary();
+        t.text('name').notNullable();
+        t.timestamp('created_at', { useTz: true }).notNullable().defaultTo(db.fn.now());
+      });
+      await db.schema.createTable('users', (t) => {
+        t.text('user_id').primary();
+        t.text('organization_id').notNullable().references('organizations.organization_id');
+        t.text('email').notNullable();
+        t.text('name');
+        t.text('role').notNullable().defaultTo('member');
+        t.timestamp('created_at', { useTz: true }).notNullable().defaultTo(db.fn.now());
+        t.timestamp('deleted_at', { useTz: true });
+      });
+      await db.raw(
+        'create unique index users_org_email_live on users (organization_id, lower(email)) where deleted_at is null',
+      );
+      await db.schema.createTable('api_keys', (t) => {
+        t.text('key_id').primary();
+        t.text('organization_id').notNullable().references('organizations.organization_id');
+        t.text('user_id').notNullable().references('users.user_id');
+        t.text('name').notNullable();
+        t.text('description');
+        t.text('key_hash').notNullable().unique();
+        t.text('key_prefix').notNullable();
+        t.text('key_type').notNullable();
+        t.jsonb('permissions').notNullable();
+        t.jsonb('scopes').notNullable();
+        t.integer('rate_limit_override');
+        t.timestamp('expires_at', { useTz: true });
+        t.text('principal_id');
+        t.jsonb('allowed_origins').notNullable();
+        t.text('status').notNullable().defaultTo('active');
+        t.boolean('is_protected').notNullable().defaultTo(false);
+        t.timestamp('last_used_at', { useTz: true });
+        t.timestamp('created_at', { useTz: true }).notNullable().defaultTo(db.fn.now());
+        t.text('created_by').notNullable();
+        t.timestamp('updated_at', { useTz: true });
+        t.timestamp('revoked_at', { useTz: true });
+        t.text('revoked_by');
+      });
+      await db.raw(
+        "create unique index api_keys_active_name on api_keys (organization_id, user_id, name) where status = 'active'",
+      );
+      await db.schema.createTable('audit_log', (t) => {
+        t.bigIncrements('seq').primary();
+        t.text('event_id').notNullable().unique();
+        t.text('organization_id').notNullable().references('organizations.organization_id');
+        t.text('action').notNullable();
+        t.text('actor_key_id');
+        t.text('actor_email');
+        t.text('resource_type').notNullable();
+        t.text('resource_id').notNullable();
+        t.text('resource_name');
+        t.jsonb('changes').notNullable();
+        t.text('request_id');
+        t.timestamp('created_at', { useTz: true }).notNullable();
+        t.index(['organization_id', 'seq']);
+      });
+    },
+  },
+];

@@ -1,0 +1,234 @@
+/**
+ * The `tessera` entry point: `serve` (what `npm start` runs), operator commands that work on the
+ * database directly (`orgs create`), and client commands over the generated, typed REST client.
+ */
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Command, Option } from 'commander';
+import { createTesseraClient, type TesseraClient } from '../generated/client.js';
+import { loadConfig } from './config.js';
+import { openKernelCore, startKernel } from './app.js';
+import { loadPluginModules, PluginRegistry } from './plugins.js';
+import { TenantStore } from './tokens.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const BUILTIN_PLUGINS = path.join(root, 'plugins', `index${path.extname(fileURLToPath(import.meta.url))}`);
+
+/** Built-ins first, then TESSERA_PLUGINS, each checked against its contract. */
+async function loadPlugins(extra: readonly string[]): Promise<Array<{ plugin: unknown; origin: string }>> {
+  const loaded: Array<{ plugin: unknown; origin: string }> = [];
+  const collector = { add: (plugin: unknown, origin: string) => void loaded.push({ plugin, origin }) } as unknown as PluginRegistry;
+  await loadPluginModules(collector, [BUILTIN_PLUGINS, ...extra], process.cwd());
+  return loaded;
+}
+
+async function serveCommand(): Promise<void> {
+  const config = loadConfig();
+  const kernel = await startKernel({ config, plugins: await loadPlugins(config.plugins) });
+  if (kernel.bootstrap) {
+    const { organization, owner, adminKeyPlaintext } = kernel.bootstrap;
+    const shown = config.adminKey ? '(the value of TESSERA_ADMIN_KEY)' : adminKeyPlaintext;
+    process.stdout.write(
+      `\nCreated organization '${organization.name}' (${organization.organization_id}) with owner ${owner.email}.\n` +
+        `Its protected admin-key is shown this once; store it now:\n\n  ${shown}\n\n`,
+    );
+  }
+  process.stdout.write(`Tessera listening on http://${config.host === '0.0.0.0' ? 'localhost' : config.host}:${kernel.port}\n`);
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    process.stdout.write(`${signal}: draining in-flight requests and shutting down\n`);
+    kernel.stop().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+async function createOrganization(name: string, options: { adminEmail: string; adminKey?: string }): Promise<void> {
+  const config = loadConfig();
+  const core = await openKernelCore({ config, plugins: await loadPlugins(config.plugins) });
+  try {
+    const created = await core.services.get(TenantStore).createOrganization({
+      name,
+      ownerEmail: options.adminEmail,
+      adminKeyPlaintext: options.adminKey,
+    });
+    print({
+      organization_id: created.organization.organization_id,
+      name: created.organization.name,
+      owner_email: created.owner.email,
+      admin_key: created.adminKeyPlaintext,
+    });
+  } finally {
+    await core.stop();
+  }
+}
+
+function print(value: unknown): void {
+  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+/** Prints a client call's body, or its error body and a failing exit code. */
+async function show(call: Promise<{ data?: unknown; error?: unknown; response: Response }>): Promise<void> {
+  const { data, error, response } = await call;
+  if (error !== undefined || !response.ok) {
+    process.stderr.write(`${response.status} ${JSON.stringify(error ?? {}, null, 2)}\n`);
+    process.exitCode = 1;
+    return;
+  }
+  print(data);
+}
+
+const list = (value: string) => value.split(',').map((v) => v.trim()).filter(Boolean);
+
+function clientCommand(program: Command, name: string, description: string): Command {
+  return program
+    .command(name)
+    .description(description)
+    .addOption(new Option('--url <url>', 'Tessera base URL').env('TESSERA_URL').default('http://localhost:8080'))
+    .addOption(new Option('--key <key>', 'API key').env('TESSERA_API_KEY'))
+    .addOption(new Option('--namespace <ns>', 'X-Namespace').env('TESSERA_NAMESPACE'));
+}
+
+function clientOf(options: { url: string; key?: string; namespace?: string }): TesseraClient {
+  return createTesseraClient({
+    baseUrl: options.url,
+    ...(options.key ? { apiKey: options.key } : {}),
+    ...(options.namespace ? { namespace: options.namespace } : {}),
+  });
+}
+
+type ClientOptions = { url: string; key?: string; namespace?: string };
+
+export function buildProgram(): Command {
+  const program = new Command('tessera').description('Tessera: multimodal data processing and retrieval');
+
+  program.command('serve').description('Run the API with its embedded defaults (what npm start runs)').action(serveCommand);
+
+  const orgs = program.command('orgs').description('Operator commands on the database (stop a PGlite-backed server first)');
+  orgs
+    .command('create <name>')
+    .description('Create an organization with its owner and protected admin-key')
+    .requiredOption('--admin-email <email>', 'Owner of the new organization')
+    .option('--admin-key <plaintext>', 'Use this admin-key plaintext instead of generating one')
+    .action(createOrganization);
+
+  clientCommand(program, 'me', 'Show the calling key, its organization and capabilities').action((o: ClientOptions) =>
+    show(clientOf(o).GET('/v1/me', {})),
+  );
+  clientCommand(program, 'health', 'Show the health of every backing component').action((o: ClientOptions) =>
+    show(clientOf(o).GET('/v1/health', {})),
+  );
+
+  const users = program.command('users').description('Users of the organization');
+  clientCommand(users, 'list', 'List users').action((o: ClientOptions) => show(clientOf(o).GET('/v1/organizations/users', {})));
+  clientCommand(users, 'create', 'Add a user')
+    .argument('<email>')
+    .option('--name <name>')
+    .action((email: string, o: ClientOptions & { name?: string }) =>
+      show(clientOf(o).POST('/v1/organizations/users', { body: { email, ...(o.name ? { name: o.name } : {}) } })),
+    );
+  clientCommand(users, 'delete', 'Remove a user and revoke their keys')
+    .argument('<email>')
+    .action((email: string, o: ClientOptions) =>
+      show(clientOf(o).DELETE('/v1/organizations/users/{user_email}', { params: { path: { user_email: email } } })),
+    );
+
+  const keys = program.command('keys').description("API keys of a user (needs an admin key)");
+  clientCommand(keys, 'list', "List a user's keys")
+    .requiredOption('--user <email>')
+    .option('--include-revoked')
+    .action((o: ClientOptions & { user: string; includeRevoked?: boolean }) =>
+      show(
+        clientOf(o).GET('/v1/organizations/users/{user_email}/api-keys', {
+          params: { path: { user_email: o.user }, query: { include_revoked: Boolean(o.includeRevoked) } },
+        }),
+      ),
+    );
+  clientCommand(keys, 'create', 'Create a key; prints its secret once')
+    .requiredOption('--user <email>')
+    .requiredOption('--name <name>')
+    .option('--description <text>')
+    .option('--permissions <list>', 'comma-separated: read,write,delete,admin', list)
+    .option('--origins <list>', 'comma-separated allowed origins', list)
+    .option('--expires-at <iso>')
+    .option('--principal-id <id>', 'makes a user-scoped usr_sk_ key')
+    .option('--rate-limit <perMinute>', 'requests per minute', (v) => Number(v))
+    .option('--scopes <json>', 'ResourceScope[] as JSON', (v) => JSON.parse(v) as unknown)
+    .action(
+      (
+        o: ClientOptions & {
+          user: string;
+          name: string;
+          description?: string;
+          permissions?: Array<'read' | 'write' | 'delete' | 'admin'>;
+          origins?: string[];
+          expiresAt?: string;
+          principalId?: string;
+          rateLimit?: number;
+          scopes?: never;
+        },
+      ) =>
+        show(
+          clientOf(o).POST('/v1/organizations/users/{user_email}/api-keys', {
+            params: { path: { user_email: o.user } },
+            body: {
+              name: o.name,
+              ...(o.description ? { description: o.description } : {}),
+              ...(o.permissions ? { permissions: o.permissions } : {}),
+              ...(o.origins ? { allowed_origins: o.origins } : {}),
+              ...(o.expiresAt ? { expires_at: o.expiresAt } : {}),
+              ...(o.principalId ? { principal_id: o.principalId } : {}),
+              ...(o.rateLimit ? { rate_limit_override: o.rateLimit } : {}),
+              ...(o.scopes ? { scopes: o.scopes } : {}),
+            },
+          }),
+        ),
+    );
+  clientCommand(keys, 'rotate', 'Issue a new secret; the old one stops working at once')
+    .requiredOption('--user <email>')
+    .requiredOption('--name <name>')
+    .action((o: ClientOptions & { user: string; name: string }) =>
+      show(
+        clientOf(o).POST('/v1/organizations/users/{user_email}/api-keys/{key_name}/rotate', {
+          params: { path: { user_email: o.user, key_name: o.name } },
+        }),
+      ),
+    );
+  clientCommand(keys, 'revoke', 'Revoke a key')
+    .requiredOption('--user <email>')
+    .requiredOption('--name <name>')
+    .option('--force', 'revoke even if the key was used recently')
+    .action((o: ClientOptions & { user: string; name: string; force?: boolean }) =>
+      show(
+        clientOf(o).DELETE('/v1/organizations/users/{user_email}/api-keys/{key_name}', {
+          params: { path: { user_email: o.user, key_name: o.name }, query: { force: Boolean(o.force) } },
+        }),
+      ),
+    );
+
+  const namespaces = program.command('namespaces').description('Namespaces');
+  clientCommand(namespaces, 'list', 'List namespaces').action((o: ClientOptions) => show(clientOf(o).GET('/v1/namespaces', {})));
+  clientCommand(namespaces, 'create', 'Create a namespace')
+    .argument('<name>')
+    .option('--description <text>')
+    .action((name: string, o: ClientOptions & { description?: string }) =>
+      show(
+        clientOf(o).POST('/v1/namespaces', {
+          body: { namespace_name: name, ...(o.description ? { description: o.description } : {}) },
+        }),
+      ),
+    );
+  clientCommand(namespaces, 'delete', 'Delete a namespace')
+    .argument('<name>')
+    .action((name: string, o: ClientOptions) =>
+      show(clientOf(o).DELETE('/v1/namespaces/{name}', { params: { path: { name } } })),
+    );
+  return program;
+}
+
+await buildProgram().parseAsync(process.argv);

@@ -1,0 +1,83 @@
+/**
+ * One typed configuration, read once from the environment. Plugins receive it injected and never
+ * read process.env themselves.
+ */
+import path from 'node:path';
+
+export interface Config {
+  /** HTTP port; 0 picks a free one (tests). */
+  port: number;
+  host: string;
+  /** Data folder for the embedded defaults (PGlite data, blobs). */
+  home: string;
+  /** PostgreSQL URL; absent means the embedded PGlite under `home/db`. */
+  databaseUrl: string | undefined;
+  /** Use an in-memory PGlite instead of `home/db` (tests, throwaway runs). */
+  databaseInMemory: boolean;
+  /** NATS URL; absent means the in-process event bus. */
+  natsUrl: string | undefined;
+  /** Subject and stream prefix on NATS, so several deployments (or test runs) can share a server. */
+  natsPrefix: string;
+  /** Plaintext for the first organization's protected admin-key on first start. */
+  adminKey: string | undefined;
+  adminEmail: string;
+  organizationName: string;
+  /** Requests per minute per key when the key has no override; 0 means no plan limit. */
+  planRateLimitPerMinute: number;
+  /** How long an authenticated key stays cached before it is read again (ms). */
+  keyCacheTtlMs: number;
+  /** How often buffered request-log rows and last_used_at are written (ms). */
+  requestLogFlushMs: number;
+  logLevel: string;
+  /** Validate every response against the OpenAPI document (on in tests). */
+  validateResponses: boolean;
+  /** Extra plugin modules (paths or package names). */
+  plugins: string[];
+  /** How long SIGTERM waits for in-flight requests (ms). */
+  shutdownGraceMs: number;
+  /** Largest JSON body accepted. */
+  jsonBodyLimit: string;
+}
+
+function int(value: string | undefined, fallback: number, name: string): number {
+  if (value === undefined || value === '') return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer, got "${value}"`);
+  return n;
+}
+
+function bool(value: string | undefined, fallback: boolean): boolean {
+  if (value === undefined || value === '') return fallback;
+  return ['1', 'true', 'yes', 'on'].includes(value.toLowerCase());
+}
+
+function text(value: string | undefined): string | undefined {
+  return value === undefined || value.trim() === '' ? undefined : value.trim();
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const home = path.resolve(env.TESSERA_HOME ?? '.tessera');
+  return {
+    port: int(env.PORT, 8080, 'PORT'),
+    host: env.HOST ?? '0.0.0.0',
+    home,
+    databaseUrl: text(env.DATABASE_URL),
+    databaseInMemory: bool(env.TESSERA_DB_IN_MEMORY, false),
+    natsUrl: text(env.NATS_URL),
+    natsPrefix: text(env.TESSERA_NATS_PREFIX) ?? 'tessera',
+    adminKey: text(env.TESSERA_ADMIN_KEY),
+    adminEmail: text(env.TESSERA_ADMIN_EMAIL) ?? 'admin@localhost',
+    organizationName: text(env.TESSERA_ORG_NAME) ?? 'default',
+    planRateLimitPerMinute: int(env.TESSERA_RATE_LIMIT_PER_MINUTE, 0, 'TESSERA_RATE_LIMIT_PER_MINUTE'),
+    keyCacheTtlMs: int(env.TESSERA_KEY_CACHE_TTL_MS, 10_000, 'TESSERA_KEY_CACHE_TTL_MS'),
+    requestLogFlushMs: int(env.TESSERA_REQUEST_LOG_FLUSH_MS, 1_000, 'TESSERA_REQUEST_LOG_FLUSH_MS'),
+    logLevel: env.LOG_LEVEL ?? 'info',
+    validateResponses: bool(env.TESSERA_VALIDATE_RESPONSES, false),
+    plugins: (env.TESSERA_PLUGINS ?? '')
+      .split(',')
+      .map((p) => p.trim())
+      .filter(Boolean),
+    shutdownGraceMs: int(env.TESSERA_SHUTDOWN_GRACE_MS, 10_000, 'TESSERA_SHUTDOWN_GRACE_MS'),
+    jsonBodyLimit: env.TESSERA_JSON_BODY_LIMIT ?? '1mb',
+  };
+}

@@ -1,0 +1,77 @@
+/**
+ * The knex factory: PostgreSQL when DATABASE_URL is set, otherwise PGlite (Postgres compiled to WASM,
+ * with pgvector) in the data folder. Both are the same SQL dialect, so every store runs on either.
+ */
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import knexFactory, { type Knex } from 'knex';
+import pg from 'pg';
+
+export type Database = Knex;
+
+export interface DatabaseHandle {
+  db: Database;
+  kind: 'postgres' | 'pglite';
+  /** Whether the pgvector extension is available in this database. */
+  hasPgvector: boolean;
+  close(): Promise<void>;
+}
+
+// Return BIGINT counts as numbers and NUMERIC as floats: every value we store fits a double.
+pg.types.setTypeParser(20, (v) => Number(v));
+pg.types.setTypeParser(1700, (v) => Number(v));
+
+export interface DatabaseOptions {
+  url: string | undefined;
+  /** Folder for PGlite data; ignored with a URL. */
+  dataDir: string;
+  inMemory: boolean;
+  /** A PGlite data dump (tar) to start from instead of running initdb (tests). */
+  pgliteTemplate?: Blob;
+}
+
+export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHandle> {
+  if (options.url) return openPostgres(options.url);
+  return openPglite(options);
+}
+
+async function openPostgres(url: string): Promise<DatabaseHandle> {
+  const db = knexFactory({
+    client: 'pg',
+    connection: url,
+    pool: { min: 0, max: 10 },
+    acquireConnectionTimeout: 30_000,
+  });
+  await db.raw('select 1');
+  const hasPgvector = await db
+    .raw('create extension if not exists vector')
+    .then(() => true)
+    .catch(() => false);
+  return { db, kind: 'postgres', hasPgvector, close: () => db.destroy() };
+}
+
+async function openPglite(options: DatabaseOptions): Promise<DatabaseHandle> {
+  const [{ PGlite }, { vector }, { default: ClientPgLite }] = await Promise.all([
+    import('@electric-sql/pglite'),
+    import('@electric-sql/pglite-pgvector'),
+    import('knex-pglite'),
+  ]);
+  let dataDir: string | undefined;
+  if (!options.inMemory) {
+    dataDir = path.join(options.dataDir);
+    await mkdir(dataDir, { recursive: true });
+  }
+  const pglite = await PGlite.create({
+    ...(dataDir ? { dataDir } : {}),
+    ...(options.pgliteTemplate ? { loadDataDir: options.pgliteTemplate } : {}),
+    extensions: { vector },
+  });
+  await pglite.exec('create extension if not exists vector');
+  const db = knexFactory({
+    client: ClientPgLite,
+    dialect: 'postgres',
+    // knex-pglite closes the instance it was given when knex is destroyed.
+    connection: () => ({ pglite }) as object,
+  } as Knex.Config);
+  return { db, kind: 'pglite', hasPgvector: true, close: () => db.destroy() };
+}

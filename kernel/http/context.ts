@@ -1,0 +1,24 @@
+import type { Logger } from 'pino';
+import type { Response } from 'express';
+import type { AuthContext } from '../auth/authenticator.js';
+import type { ResolvedNamespace } from '../auth/namespaces.js';
+import type { OperationSpec } from './operations.js';
+
+/** What the kernel knows about a request by the time a handler runs. */
+export interface RequestContext {
+  requestId: string;
+  log: Logger;
+  startedAt: bigint;
+  operation: OperationSpec | undefined;
+  pathParams: Record<string, string>;
+  /** Null on public operations. */
+  auth: AuthContext | null;
+  /** The namespace of X-Namespace, resolved and scope-checked; null when the request names none. */
+  namespace: ResolvedNamespace | null;
+  /** Credits this request consumed (recorded in the request log). */
+  credits: number;
+}
+
+export function contextOf(res: Response): RequestContext {
+  return res.locals.ctx as RequestContext;
+}

@@ -1,0 +1,96 @@
+/**
+ * The one place errors become HTTP: typed ApiErrors → `ErrorResponse`, schema violations → 422
+ * `HTTPValidationError`, anything else → a 500 with a generic message (details go to the log only).
+ */
+import { ApiError, RateLimitError, RequestValidationError, type FieldProblem } from '../errors.js';
+
+export interface ErrorReply {
+  status: number;
+  body: unknown;
+  headers: Record<string, string>;
+  /** Unexpected errors are logged at error level with the request id; 4xx at info. */
+  unexpected: boolean;
+}
+
+export function errorBody(status: number, type: string, message: string, details?: Record<string, unknown>) {
+  return { success: false as const, status, error: { message, type, ...(details ? { details } : {}) } };
+}
+
+/** Errors from express-openapi-validator carry a status and a list of `{path, message, errorCode}`. */
+interface OpenApiValidatorError {
+  status: number;
+  errors: Array<{ path?: string; message?: string; errorCode?: string }>;
+  message: string;
+}
+
+function isValidatorError(err: unknown): err is OpenApiValidatorError {
+  return typeof err === 'object' && err !== null && 'status' in err && Array.isArray((err as { errors?: unknown }).errors);
+}
+
+/** `/body/scopes/0/resource_type` or `.body.name` → `["body", "scopes", 0, "resource_type"]`. */
+export function locationOf(path: string | undefined): Array<string | number> {
+  if (!path) return [];
+  return path
+    .split(/[/.]/)
+    .filter(Boolean)
+    .map((part) => (/^\d+$/.test(part) ? Number(part) : part))
+    .map((part) => (part === 'headers' ? 'header' : part));
+}
+
+function problemType(errorCode: string | undefined): string {
+  return (errorCode ?? 'validation').replace(/\.openapi\.(validation|requestValidation)$/, '');
+}
+
+function validationReply(problems: FieldProblem[]): ErrorReply {
+  return { status: 422, body: { detail: problems }, headers: {}, unexpected: false };
+}
+
+interface BodyParserError {
+  type: string;
+  status: number;
+  message: string;
+}
+
+function isBodyParserError(err: unknown): err is BodyParserError {
+  return typeof err === 'object' && err !== null && typeof (err as { type?: unknown }).type === 'string' &&
+    typeof (err as { status?: unknown }).status === 'number';
+}
+
+export function mapError(err: unknown): ErrorReply {
+  if (err instanceof ApiError) {
+    const headers: Record<string, string> = {};
+    if (err instanceof RateLimitError) headers['Retry-After'] = String(err.retryAfterSeconds);
+    return { status: err.status, body: errorBody(err.status, err.type, err.message, err.details), headers, unexpected: false };
+  }
+  if (err instanceof RequestValidationError) return validationReply(err.problems);
+  if (isValidatorError(err)) {
+    if (err.status === 400) {
+      return validationReply(
+        err.errors.map((e) => ({
+          loc: locationOf(e.path),
+          msg: e.message ?? 'invalid value',
+          type: problemType(e.errorCode),
+        })),
+      );
+    }
+    if (err.status === 415) {
+      return { status: 415, body: errorBody(415, 'InputError', err.message), headers: {}, unexpected: false };
+    }
+    if (err.status === 404 || err.status === 405) {
+      return { status: err.status, body: errorBody(err.status, 'NotFoundError', err.message), headers: {}, unexpected: false };
+    }
+    // Response validation failures (status 500) are contract bugs: surface them as internal errors.
+  }
+  if (isBodyParserError(err)) {
+    if (err.type === 'entity.parse.failed') {
+      return validationReply([{ loc: ['body'], msg: `Body is not valid JSON: ${err.message}`, type: 'json_invalid' }]);
+    }
+    if (err.type === 'entity.too.large') {
+      return { status: 413, body: errorBody(413, 'PayloadTooLargeError', 'Request body is too large'), headers: {}, unexpected: false };
+    }
+    if (err.status >= 400 && err.status < 500) {
+      return { status: err.status, body: errorBody(err.status, 'InputError', err.message), headers: {}, unexpected: false };
+    }
+  }
+  return { status: 500, body: errorBody(500, 'InternalError', 'Internal server error'), headers: {}, unexpected: true };
+}

@@ -1,0 +1,87 @@
+/**
+ * The operation table generated from the OpenAPI document, and matching a request to its operation.
+ */
+import { operationTable, type OperationId } from '../../generated/operations.js';
+import type { RoutePermission } from '../auth/permissions.js';
+import type { ResourceType, ScopeOperation } from '../auth/scopes.js';
+
+export type { OperationId };
+
+export interface ScopeRule {
+  resource_type: ResourceType;
+  /** `namespace` (the X-Namespace header), `path.<param>`, `body.<field>`; absent for collection-level ops. */
+  id_from?: string;
+  operation: ScopeOperation;
+}
+
+export interface OperationSpec {
+  operationId: OperationId;
+  method: string;
+  path: string;
+  permission: RoutePermission;
+  public: boolean;
+  scope: ScopeRule | null;
+  namespaceHeader: 'required' | 'optional' | null;
+  credits: number;
+}
+
+export const operations: ReadonlyMap<OperationId, OperationSpec> = new Map(
+  (Object.entries(operationTable) as Array<[OperationId, Omit<OperationSpec, 'operationId'>]>).map(
+    ([operationId, spec]) => [operationId, { operationId, ...spec }],
+  ),
+);
+
+interface CompiledRoute {
+  regex: RegExp;
+  paramNames: string[];
+  byMethod: Map<string, OperationSpec>;
+  literalLength: number;
+}
+
+export type RouteMatch =
+  | { kind: 'found'; operation: OperationSpec; params: Record<string, string> }
+  | { kind: 'method_not_allowed'; allowed: string[] }
+  | { kind: 'not_found' };
+
+/** Matches method + path to an operation; literal segments win over parameters (`/a/b` before `/a/{x}`). */
+export class OperationMatcher {
+  private readonly routes: CompiledRoute[];
+
+  constructor(specs: Iterable<OperationSpec>) {
+    const byPath = new Map<string, CompiledRoute>();
+    for (const spec of specs) {
+      let route = byPath.get(spec.path);
+      if (!route) {
+        const paramNames: string[] = [];
+        const pattern = spec.path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{([^}]+)\}/g, (_, name: string) => {
+          paramNames.push(name);
+          return '([^/]+)';
+        });
+        route = {
+          regex: new RegExp(`^${pattern}/?$`),
+          paramNames,
+          byMethod: new Map(),
+          literalLength: spec.path.replace(/\{[^}]+\}/g, '').length,
+        };
+        byPath.set(spec.path, route);
+      }
+      route.byMethod.set(spec.method.toUpperCase(), spec);
+    }
+    this.routes = [...byPath.values()].sort((a, b) => b.literalLength - a.literalLength);
+  }
+
+  match(method: string, path: string): RouteMatch {
+    for (const route of this.routes) {
+      const m = route.regex.exec(path);
+      if (!m) continue;
+      const operation = route.byMethod.get(method.toUpperCase());
+      if (!operation) return { kind: 'method_not_allowed', allowed: [...route.byMethod.keys()] };
+      const params: Record<string, string> = {};
+      route.paramNames.forEach((name, i) => {
+        params[name] = decodeURIComponent(m[i + 1]!);
+      });
+      return { kind: 'found', operation, params };
+    }
+    return { kind: 'not_found' };
+  }
+}

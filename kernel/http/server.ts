@@ -1,0 +1,202 @@
+/**
+ * The express app. Request path: request id + log → route match → CORS preflight → authenticate
+ * (key + allowed origin) → JSON body → OpenAPI validation (422) → authorize (permission, X-Namespace,
+ * scopes) → rate limit → the handler registered for the operationId → JSON. Errors map once, at the end.
+ */
+import express, { type NextFunction, type Request, type Response } from 'express';
+import * as OpenApiValidator from 'express-openapi-validator';
+import type { Container } from 'inversify';
+import type { Logger } from 'pino';
+import { newId } from '../ids.js';
+import { servicesOf } from '../tokens.js';
+import type { Clock } from '../clock.js';
+import { AuthenticationError, NotFoundError, RateLimitError } from '../errors.js';
+import type { Authenticator } from '../auth/authenticator.js';
+import type { Authorizer } from '../auth/authorizer.js';
+import type { KeyStore } from '../auth/key-store.js';
+import type { RateLimiter } from '../auth/rate-limiter.js';
+import type { RequestContext } from './context.js';
+import { contextOf } from './context.js';
+import { errorBody, mapError } from './error-mapper.js';
+import type { AnyHandler } from './handlers.js';
+import { OperationMatcher, operations, type OperationId } from './operations.js';
+import type { RequestLog } from './request-log.js';
+
+export interface HttpDependencies {
+  container: Container;
+  log: Logger;
+  clock: Clock;
+  apiDocument: Record<string, unknown>;
+  validateResponses: boolean;
+  jsonBodyLimit: string;
+  authenticator: Authenticator;
+  authorizer: Authorizer;
+  rateLimiter: RateLimiter;
+  keyStore: KeyStore;
+  requestLog: RequestLog;
+  handlers: ReadonlyMap<OperationId, AnyHandler>;
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,100}$/;
+const CORS_ALLOW_HEADERS =
+  'Authorization, Content-Type, X-Namespace, X-Request-ID, X-Public-API-Key, X-Retriever-Password, X-Session-ID';
+
+export function buildHttpApp(deps: HttpDependencies): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  const matcher = new OperationMatcher(operations.values());
+  const services = servicesOf(deps.container);
+
+  // 1. Request id, logger, operation match, and the request log row written when the response ends.
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    const incoming = req.get('x-request-id');
+    const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : newId('req');
+    res.setHeader('X-Request-ID', requestId);
+    const match = matcher.match(req.method, req.path);
+    const ctx: RequestContext = {
+      requestId,
+      log: deps.log.child({ req_id: requestId }),
+      startedAt: process.hrtime.bigint(),
+      operation: match.kind === 'found' ? match.operation : undefined,
+      pathParams: match.kind === 'found' ? match.params : {},
+      auth: null,
+      namespace: null,
+      credits: 0,
+    };
+    res.locals.ctx = ctx;
+    res.on('finish', () => finishRequest(deps, req, res, ctx));
+
+    if (req.method === 'OPTIONS' && req.get('origin')) return preflight(req, res, match.kind === 'method_not_allowed' ? match.allowed : match.kind === 'found' ? [match.operation.method.toUpperCase()] : []);
+    if (match.kind === 'not_found') return next(new NotFoundError(`No route for ${req.method} ${req.path}`));
+    if (match.kind === 'method_not_allowed') {
+      res.setHeader('Allow', match.allowed.join(', '));
+      res.status(405).json(errorBody(405, 'MethodNotAllowedError', `${req.method} is not allowed on ${req.path}`));
+      return;
+    }
+    next();
+  });
+
+  // 2. Authentication (and the key's allowed origins) before anything reads the body.
+  app.use(async (req: Request, res: Response, next: NextFunction) => {
+    const ctx = contextOf(res);
+    if (ctx.operation!.public) return next();
+    ctx.auth = await deps.authenticator.authenticate(req.get('authorization'), req.get('origin'));
+    const origin = req.get('origin');
+    if (origin) {
+      res.setHeader('Access-Control-Allow-Origin', origin);
+      res.setHeader('Vary', 'Origin');
+    }
+    next();
+  });
+
+  // 3. Body and OpenAPI validation.
+  app.use(express.json({ limit: deps.jsonBodyLimit }));
+  app.use(
+    OpenApiValidator.middleware({
+      apiSpec: structuredClone(deps.apiDocument) as never,
+      validateApiSpec: true,
+      validateRequests: { allowUnknownQueryParameters: false, coerceTypes: false, removeAdditional: false },
+      validateResponses: deps.validateResponses ? { removeAdditional: false } : false,
+      validateSecurity: false,
+      validateFormats: true,
+      ignoreUndocumented: true,
+    }),
+  );
+
+  // 4. Authorization and rate limit.
+  app.use(async (req: Request, res: Response, next: NextFunction) => {
+    const ctx = contextOf(res);
+    if (!ctx.auth) return next();
+    ctx.namespace = await deps.authorizer.authorize({
+      auth: ctx.auth,
+      operation: ctx.operation!,
+      namespaceHeader: req.get('x-namespace'),
+      pathParams: ctx.pathParams,
+      body: req.body,
+    });
+    const limit = ctx.auth.rateLimitPerMinute;
+    if (limit !== null) {
+      const decision = deps.rateLimiter.consume(`key:${ctx.auth.keyId}`, limit);
+      res.setHeader('X-RateLimit-Limit', String(decision.limit));
+      res.setHeader('X-RateLimit-Remaining', String(decision.remaining));
+      res.setHeader('X-RateLimit-Reset', String(decision.resetSeconds));
+      if (!decision.allowed) {
+        throw new RateLimitError(`Rate limit of ${limit} requests per minute exceeded`, decision.resetSeconds, {
+          limit,
+          retry_after_seconds: decision.resetSeconds,
+        });
+      }
+    }
+    next();
+  });
+
+  // 5. Dispatch by operationId.
+  app.use(async (req: Request, res: Response) => {
+    const ctx = contextOf(res);
+    const operation = ctx.operation!;
+    const handler = deps.handlers.get(operation.operationId);
+    if (!handler) throw new Error(`no handler for ${operation.operationId}`);
+    ctx.credits += operation.credits;
+    const reply = await handler({
+      params: ctx.pathParams,
+      query: req.query,
+      body: req.body,
+      ctx,
+      services,
+      req,
+      res,
+    });
+    for (const [name, value] of Object.entries(reply.headers ?? {})) res.setHeader(name, value);
+    res.status(reply.status);
+    if (reply.body === undefined) res.end();
+    else res.json(reply.body);
+  });
+
+  // 6. Errors.
+  app.use((err: unknown, req: Request, res: Response, next: NextFunction) => {
+    void next;
+    const ctx = res.locals.ctx as RequestContext | undefined;
+    const reply = mapError(err);
+    const log = ctx?.log ?? deps.log;
+    if (reply.unexpected) log.error({ err, method: req.method, path: req.path }, 'request failed');
+    else if (!(err instanceof AuthenticationError)) log.info({ status: reply.status, msg: (err as Error).message }, 'request refused');
+    if (res.headersSent) return;
+    for (const [name, value] of Object.entries(reply.headers)) res.setHeader(name, value);
+    res.status(reply.status).json(reply.body);
+  });
+
+  return app;
+}
+
+function preflight(req: Request, res: Response, methods: string[]): void {
+  res.setHeader('Access-Control-Allow-Origin', req.get('origin')!);
+  res.setHeader('Vary', 'Origin');
+  res.setHeader('Access-Control-Allow-Methods', methods.join(', ') || 'GET, POST, PATCH, PUT, DELETE');
+  res.setHeader('Access-Control-Allow-Headers', CORS_ALLOW_HEADERS);
+  res.setHeader('Access-Control-Max-Age', '600');
+  res.status(204).end();
+}
+
+function finishRequest(deps: HttpDependencies, req: Request, res: Response, ctx: RequestContext): void {
+  const latencyMs = Number(process.hrtime.bigint() - ctx.startedAt) / 1e6;
+  const now = deps.clock.now();
+  ctx.log.info(
+    { method: req.method, path: req.path, status: res.statusCode, ms: Math.round(latencyMs * 100) / 100, op: ctx.operation?.operationId },
+    'request',
+  );
+  deps.requestLog.record({
+    organization_id: ctx.auth?.organizationId ?? null,
+    key_id: ctx.auth?.keyId ?? null,
+    operation_id: ctx.operation?.operationId ?? null,
+    method: req.method,
+    path: ctx.operation?.path ?? req.path.slice(0, 300),
+    status: res.statusCode,
+    latency_ms: latencyMs,
+    credits: ctx.credits,
+    namespace_id: ctx.namespace?.id ?? null,
+    request_id: ctx.requestId,
+    created_at: now,
+  });
+  if (ctx.auth && res.statusCode < 400) deps.keyStore.noteUsed(ctx.auth.keyId, now);
+}

@@ -1,0 +1,252 @@
+/**
+ * The plugin contracts and their registries. Built-in and third-party plugins enter by the same door:
+ * a module whose default export is a plugin (or a list of them), checked against its contract here.
+ */
+import { Ajv, type AnySchema } from 'ajv';
+import type { Container } from 'inversify';
+import type { Logger } from 'pino';
+import type { Config } from './config.js';
+import type { Migration } from './db/migrations.js';
+import type { EventBus } from './events/event-bus.js';
+import type { Lifecycle } from './lifecycle.js';
+import type { HandlerMap } from './http/handlers.js';
+import type { ResolvedNamespace } from './auth/namespaces.js';
+import type { JsonSchema } from './json-schema.js';
+import type { Services } from './tokens.js';
+
+export type { JsonSchema };
+
+/** What a plugin gets when the kernel sets it up. */
+export interface PluginContext {
+  container: Container;
+  services: Services;
+  config: Config;
+  log: Logger;
+  lifecycle: Lifecycle;
+  events: EventBus;
+}
+
+// ---------------------------------------------------------------------------------------------- resources
+
+export interface ResourcePlugin {
+  kind: 'resource';
+  name: string;
+  migrations?: readonly Migration[];
+  /** Binds the services the plugin provides (its own tokens, or kernel interfaces it implements). */
+  services?: (container: Container, services: Services) => void;
+  /** Runs after every plugin's services are bound and migrations applied (subscriptions, timers). */
+  setup?: (ctx: PluginContext) => void | Promise<void>;
+  handlers: HandlerMap;
+}
+
+export function defineResource(definition: Omit<ResourcePlugin, 'kind'>): ResourcePlugin {
+  return { kind: 'resource', ...definition };
+}
+
+// ---------------------------------------------------------------------------------------------- stages
+
+export type StageType = 'filter' | 'sort' | 'reduce' | 'group' | 'apply' | 'enrich';
+
+export interface StageBudget {
+  maxCredits: number | null;
+  maxTimeMs: number | null;
+  creditsUsed: number;
+  deadline: number | null;
+}
+
+export interface StageContext {
+  organizationId: string;
+  namespace: ResolvedNamespace;
+  inputs: Record<string, unknown>;
+  budget: StageBudget;
+  /** Set for user-scoped keys: stages must only return documents this principal may read. */
+  principalId: string | null;
+  log: Logger;
+  container: Container;
+}
+
+export interface StageDocument {
+  document_id: string;
+  score?: number;
+  payload?: Record<string, unknown>;
+  [field: string]: unknown;
+}
+
+export interface StagePlugin<P = Record<string, unknown>> {
+  kind: 'stage';
+  id: string;
+  version: string;
+  type: StageType;
+  description: string;
+  /** JSON Schema of `config.parameters`, checked with ajv on create and on run. */
+  parameters: JsonSchema;
+  run(ctx: StageContext, docs: StageDocument[], params: P): Promise<StageDocument[]>;
+  cost?: (params: P) => number;
+}
+
+export function defineStage<P = Record<string, unknown>>(definition: Omit<StagePlugin<P>, 'kind'>): StagePlugin<P> {
+  return { kind: 'stage', ...definition };
+}
+
+// ---------------------------------------------------------------------------------------------- extractors
+
+export interface FeatureSpec {
+  name: string;
+  dims: number;
+  distance: 'cosine' | 'l2' | 'dot';
+  model: string;
+}
+
+export interface DocumentDraft {
+  /** Stable key of this draft within its source object, so re-running never duplicates a document. */
+  key: string;
+  fields: Record<string, unknown>;
+  features?: Record<string, number[]>;
+}
+
+export interface ExtractorContext {
+  organizationId: string;
+  namespace: ResolvedNamespace;
+  log: Logger;
+  container: Container;
+}
+
+export interface ExtractorInput {
+  objectId: string;
+  mimeType: string;
+  fields: Record<string, unknown>;
+  parameters: Record<string, unknown>;
+}
+
+export interface ExtractorPlugin {
+  kind: 'extractor';
+  name: string;
+  version: string;
+  description: string;
+  accepts: readonly string[];
+  parameters: JsonSchema;
+  features: readonly FeatureSpec[];
+  fields: JsonSchema;
+  extract(ctx: ExtractorContext, input: ExtractorInput): AsyncIterable<DocumentDraft>;
+}
+
+export function defineExtractor(definition: Omit<ExtractorPlugin, 'kind'>): ExtractorPlugin {
+  return { kind: 'extractor', ...definition };
+}
+
+// ---------------------------------------------------------------------------------------------- models
+
+export type ModelTask = 'embed_text' | 'embed_image' | 'embed_audio' | 'rerank' | 'ocr' | 'transcribe';
+
+export interface ModelPlugin<I = unknown, O = unknown> {
+  kind: 'model';
+  name: string;
+  task: ModelTask;
+  dims?: number;
+  /** Loaded only inside inference workers. */
+  load(): Promise<void>;
+  infer(inputs: I[]): Promise<O[]>;
+}
+
+export function defineModel<I = unknown, O = unknown>(definition: Omit<ModelPlugin<I, O>, 'kind'>): ModelPlugin<I, O> {
+  return { kind: 'model', ...definition };
+}
+
+// ---------------------------------------------------------------------------------------------- registry
+
+export type Plugin = ResourcePlugin | StagePlugin<never> | ExtractorPlugin | ModelPlugin<never, never>;
+
+export class PluginContractError extends Error {}
+
+const NAME = /^[a-z][a-z0-9_-]{1,63}$/;
+const VERSION = /^v?\d+(\.\d+){0,2}$/;
+
+/** Every plugin the process runs with, by kind; rejects duplicates and contract violations at boot. */
+export class PluginRegistry {
+  readonly resources: ResourcePlugin[] = [];
+  readonly stages = new Map<string, StagePlugin<never>>();
+  readonly extractors = new Map<string, ExtractorPlugin>();
+  readonly models = new Map<string, ModelPlugin<never, never>>();
+  private readonly ajv = new Ajv({ strict: false });
+
+  add(plugin: unknown, origin: string): void {
+    if (!plugin || typeof plugin !== 'object' || !('kind' in plugin)) {
+      throw new PluginContractError(`${origin}: not a plugin (use defineResource/defineStage/defineExtractor/defineModel)`);
+    }
+    const p = plugin as Plugin;
+    switch (p.kind) {
+      case 'resource':
+        this.requireName(p.name, origin);
+        if (this.resources.some((r) => r.name === p.name)) this.duplicate('resource', p.name, origin);
+        if (typeof p.handlers !== 'object') throw new PluginContractError(`${origin}: resource ${p.name} has no handlers`);
+        this.resources.push(p);
+        return;
+      case 'stage':
+        this.requireName(p.id, origin);
+        this.requireVersion(p.version, origin);
+        this.requireSchema(p.parameters, `${origin}: stage ${p.id} parameters`);
+        if (typeof p.run !== 'function') throw new PluginContractError(`${origin}: stage ${p.id} has no run()`);
+        if (this.stages.has(p.id)) this.duplicate('stage', p.id, origin);
+        this.stages.set(p.id, p);
+        return;
+      case 'extractor':
+        this.requireName(p.name, origin);
+        this.requireVersion(p.version, origin);
+        this.requireSchema(p.parameters, `${origin}: extractor ${p.name} parameters`);
+        this.requireSchema(p.fields, `${origin}: extractor ${p.name} fields`);
+        if (typeof p.extract !== 'function') throw new PluginContractError(`${origin}: extractor ${p.name} has no extract()`);
+        if (this.extractors.has(p.name)) this.duplicate('extractor', p.name, origin);
+        this.extractors.set(p.name, p);
+        return;
+      case 'model':
+        this.requireName(p.name, origin);
+        if (typeof p.load !== 'function' || typeof p.infer !== 'function') {
+          throw new PluginContractError(`${origin}: model ${p.name} needs load() and infer()`);
+        }
+        if (this.models.has(p.name)) this.duplicate('model', p.name, origin);
+        this.models.set(p.name, p);
+        return;
+      default:
+        throw new PluginContractError(`${origin}: unknown plugin kind '${(p as { kind: unknown }).kind}'`);
+    }
+  }
+
+  private requireName(name: unknown, origin: string): void {
+    if (typeof name !== 'string' || !NAME.test(name)) {
+      throw new PluginContractError(`${origin}: plugin name/id '${String(name)}' must match ${NAME}`);
+    }
+  }
+
+  private requireVersion(version: unknown, origin: string): void {
+    if (typeof version !== 'string' || !VERSION.test(version)) {
+      throw new PluginContractError(`${origin}: version '${String(version)}' must look like 1, 1.2 or v1.2.3`);
+    }
+  }
+
+  private requireSchema(schema: unknown, what: string): void {
+    try {
+      this.ajv.compile(schema as AnySchema);
+    } catch (err) {
+      throw new PluginContractError(`${what} is not a valid JSON Schema: ${(err as Error).message}`);
+    }
+  }
+
+  private duplicate(kind: string, id: string, origin: string): never {
+    throw new PluginContractError(`${origin}: a ${kind} named '${id}' is already registered`);
+  }
+}
+
+/** Loads plugin modules by specifier (a path or a package name); the default export is one plugin or a list. */
+export async function loadPluginModules(registry: PluginRegistry, specifiers: readonly string[], baseDir: string): Promise<void> {
+  const { pathToFileURL } = await import('node:url');
+  const path = await import('node:path');
+  for (const specifier of specifiers) {
+    const target = specifier.startsWith('.') || path.isAbsolute(specifier)
+      ? pathToFileURL(path.resolve(baseDir, specifier)).href
+      : specifier;
+    const mod = (await import(target)) as { default?: unknown };
+    const exported = mod.default;
+    if (exported === undefined) throw new PluginContractError(`${specifier}: has no default export`);
+    for (const plugin of Array.isArray(exported) ? exported : [exported]) registry.add(plugin, specifier);
+  }
+}

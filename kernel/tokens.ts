@@ -1,0 +1,65 @@
+/**
+ * Typed service identifiers. A token is a Symbol that carries the type of what it resolves to, so
+ * `container.get(Config)` is typed without casts. Token and interface share a name on purpose.
+ */
+import type { Container } from 'inversify';
+import type { Logger } from 'pino';
+import type { Config as ConfigShape } from './config.js';
+import type { Clock as ClockShape } from './clock.js';
+import type { Lifecycle as LifecycleShape } from './lifecycle.js';
+import type { DatabaseHandle as DatabaseHandleShape } from './db/database.js';
+import type { EventBus as EventBusShape } from './events/event-bus.js';
+import type { KeyStore as KeyStoreShape } from './auth/key-store.js';
+import type { TenantStore as TenantStoreShape } from './auth/tenants.js';
+import type { AuditLog as AuditLogShape } from './auth/audit-log.js';
+import type { RateLimiter as RateLimiterShape } from './auth/rate-limiter.js';
+import type { NamespaceResolver as NamespaceResolverShape } from './auth/namespaces.js';
+import type { RequestLog as RequestLogShape } from './http/request-log.js';
+import type { HealthRegistry as HealthRegistryShape } from './health.js';
+import type { PluginRegistry as PluginRegistryShape } from './plugins.js';
+
+declare const tokenType: unique symbol;
+export type Token<T> = symbol & { readonly [tokenType]?: T };
+
+export function createToken<T>(id: string): Token<T> {
+  return Symbol.for(`tessera.${id}`) as Token<T>;
+}
+
+export function resolve<T>(container: Container, token: Token<T>): T {
+  return container.get<T>(token);
+}
+
+/** Typed access to the container's services, as handlers and plugins see it. */
+export interface Services {
+  get<T>(token: Token<T>): T;
+  tryGet<T>(token: Token<T>): T | undefined;
+}
+
+export function servicesOf(container: Container): Services {
+  return {
+    get: (token) => container.get(token),
+    tryGet: (token) => (container.isBound(token) ? container.get(token) : undefined),
+  };
+}
+
+export function tryResolve<T>(container: Container, token: Token<T>): T | undefined {
+  return container.isBound(token) ? container.get<T>(token) : undefined;
+}
+
+// ---------------------------------------------------------------------------------------------- kernel services
+export const Config = createToken<ConfigShape>('Config');
+export const RootLogger = createToken<Logger>('RootLogger');
+export const Clock = createToken<ClockShape>('Clock');
+export const Lifecycle = createToken<LifecycleShape>('Lifecycle');
+export const DatabaseHandle = createToken<DatabaseHandleShape>('DatabaseHandle');
+export const EventBus = createToken<EventBusShape>('EventBus');
+export const KeyStore = createToken<KeyStoreShape>('KeyStore');
+export const TenantStore = createToken<TenantStoreShape>('TenantStore');
+export const AuditLog = createToken<AuditLogShape>('AuditLog');
+export const RateLimiter = createToken<RateLimiterShape>('RateLimiter');
+export const NamespaceResolver = createToken<NamespaceResolverShape>('NamespaceResolver');
+export const RequestLog = createToken<RequestLogShape>('RequestLog');
+export const HealthRegistry = createToken<HealthRegistryShape>('HealthRegistry');
+export const PluginRegistry = createToken<PluginRegistryShape>('PluginRegistry');
+/** The OpenAPI document as served and validated against. */
+export const ApiDocument = createToken<Record<string, unknown>>('ApiDocument');

@@ -1,0 +1,9 @@
+/** Every built-in plugin, named once. The `tessera` entry point loads this list, then TESSERA_PLUGINS. */
+import apiKeys from './resources/api-keys/index.js';
+import auditLog from './resources/audit-log/index.js';
+import health from './resources/health/index.js';
+import namespaces from './resources/namespaces/index.js';
+import usage from './resources/usage/index.js';
+import users from './resources/users/index.js';
+
+export default [health, users, apiKeys, auditLog, usage, namespaces];

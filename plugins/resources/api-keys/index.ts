@@ -1,0 +1,110 @@
+/** API keys of the organization's users (create, list, get, update, rotate, revoke) and GET /v1/me. */
+import { effectivePermissions, strongestPermission } from '../../../kernel/auth/permissions.js';
+import { operationsForPermission, scopesAllow } from '../../../kernel/auth/scopes.js';
+import { NotAllowedError } from '../../../kernel/errors.js';
+import type { RequestContext } from '../../../kernel/http/context.js';
+import { callerOf } from '../../../kernel/http/handlers.js';
+import { isoOrNull } from '../../../kernel/http/values.js';
+import { defineResource } from '../../../kernel/plugins.js';
+import { AuditLog, Clock, DatabaseHandle, EventBus, KeyStore, TenantStore, createToken } from '../../../kernel/tokens.js';
+import { ApiKeyService, type Caller } from './service.js';
+import { toApiKey } from './serialize.js';
+
+const ApiKeys = createToken<ApiKeyService>('api-keys.ApiKeyService');
+
+function callerFrom(ctx: RequestContext): Caller {
+  const auth = callerOf(ctx);
+  return { organizationId: auth.organizationId, keyId: auth.keyId, userEmail: auth.userEmail, requestId: ctx.requestId };
+}
+
+export default defineResource({
+  name: 'api-keys',
+  services: (container, services) => {
+    container.bind(ApiKeys).toConstantValue(
+      new ApiKeyService(
+        services.get(DatabaseHandle).db,
+        services.get(KeyStore),
+        services.get(TenantStore),
+        services.get(AuditLog),
+        services.get(EventBus),
+        services.get(Clock),
+      ),
+    );
+  },
+  handlers: {
+    createApiKey: async ({ params, body, ctx, services }) => {
+      const { key, plaintext } = await services.get(ApiKeys).create(callerFrom(ctx), params.user_email, body);
+      return { status: 201, body: { ...toApiKey(key, services.get(Clock).now()), key: plaintext } };
+    },
+
+    listApiKeys: async ({ params, query, ctx, services }) => {
+      const keys = await services.get(ApiKeys).list(callerOf(ctx).organizationId, params.user_email, query.include_revoked ?? false);
+      const now = services.get(Clock).now();
+      return { status: 200, body: { results: keys.map((k) => toApiKey(k, now)), total: keys.length } };
+    },
+
+    getApiKey: async ({ params, ctx, services }) => {
+      const key = await services.get(ApiKeys).get(callerOf(ctx).organizationId, params.user_email, params.key_name);
+      return { status: 200, body: toApiKey(key, services.get(Clock).now()) };
+    },
+
+    updateApiKey: async ({ params, body, ctx, services }) => {
+      const key = await services.get(ApiKeys).update(callerFrom(ctx), params.user_email, params.key_name, body);
+      return { status: 200, body: toApiKey(key, services.get(Clock).now()) };
+    },
+
+    rotateApiKey: async ({ params, ctx, services }) => {
+      const { key, plaintext } = await services.get(ApiKeys).rotate(callerFrom(ctx), params.user_email, params.key_name);
+      return { status: 200, body: { ...toApiKey(key, services.get(Clock).now()), key: plaintext } };
+    },
+
+    revokeApiKey: async ({ params, query, ctx, services }) => {
+      const key = await services.get(ApiKeys).revoke(callerFrom(ctx), params.user_email, params.key_name, query.force ?? false);
+      return { status: 200, body: toApiKey(key, services.get(Clock).now()) };
+    },
+
+    getMe: async ({ ctx }) => {
+      const auth = callerOf(ctx);
+      const level = strongestPermission(auth.permissions) ?? 'read';
+      let namespace;
+      if (ctx.namespace) {
+        const ns = ctx.namespace;
+        const allowed = operationsForPermission(level).filter((operation) =>
+          scopesAllow(auth.scopes, {
+            organizationId: auth.organizationId,
+            resource: { type: 'namespace', identifiers: [ns.id, ns.name] },
+            namespace: ns,
+            operation,
+          }),
+        );
+        if (allowed.length === 0) throw new NotAllowedError(`The API key's scopes do not include namespace '${ns.name}'`);
+        namespace = { namespace_id: ns.id, namespace_name: ns.name, allowed_operations: allowed };
+      }
+      return {
+        status: 200,
+        body: {
+          organization: { organization_id: auth.organizationId, name: auth.organizationName },
+          user: { user_id: auth.userId, email: auth.userEmail },
+          key: {
+            key_id: auth.keyId,
+            key_prefix: auth.keyPrefix,
+            name: auth.keyName,
+            key_type: auth.keyType,
+            permissions: auth.permissions,
+            scopes: auth.scopes,
+            principal_id: auth.principalId,
+            allowed_origins: auth.allowedOrigins,
+            expires_at: isoOrNull(auth.expiresAt),
+            rate_limit_per_minute: auth.rateLimitPerMinute,
+          },
+          capabilities: {
+            permission_level: level,
+            effective_permissions: effectivePermissions(auth.permissions),
+            organization_wide: auth.scopes.length === 0,
+          },
+          ...(namespace ? { namespace } : {}),
+        },
+      };
+    },
+  },
+});

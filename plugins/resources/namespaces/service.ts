@@ -1,0 +1,134 @@
+/** Namespace rules: names unique per organization (case-insensitive), audit and events on every change. */
+import type { Knex } from 'knex';
+import type { AuditActor, AuditLog } from '../../../kernel/auth/audit-log.js';
+import { diffFields } from '../../../kernel/auth/audit-log.js';
+import type { Clock } from '../../../kernel/clock.js';
+import { ConflictError, InputError, NotFoundError } from '../../../kernel/errors.js';
+import type { EventBus } from '../../../kernel/events/event-bus.js';
+import { newId } from '../../../kernel/ids.js';
+import { isUniqueViolation } from '../../../kernel/http/values.js';
+import type { NamespaceRow, NamespaceStore, CachedNamespaceResolver } from './store.js';
+
+export interface NamespaceInput {
+  namespace_name?: string;
+  description?: string | null;
+  metadata?: Record<string, unknown>;
+  feature_extractors?: Array<{ name: string; version?: string }>;
+}
+
+const MUTABLE = ['namespace_name', 'description', 'metadata', 'feature_extractors'] as const;
+
+export class NamespaceService {
+  constructor(
+    private readonly db: Knex,
+    private readonly store: NamespaceStore,
+    private readonly resolver: CachedNamespaceResolver,
+    private readonly audit: AuditLog,
+    private readonly events: EventBus,
+    private readonly clock: Clock,
+  ) {}
+
+  async get(organizationId: string, nameOrId: string): Promise<NamespaceRow> {
+    const row = await this.store.find(organizationId, nameOrId);
+    if (!row) throw new NotFoundError(`Namespace '${nameOrId}' not found`, { namespace: nameOrId });
+    return row;
+  }
+
+  list(organizationId: string, search: string | undefined): Promise<NamespaceRow[]> {
+    return this.store.list(organizationId, search);
+  }
+
+  async create(organizationId: string, actor: AuditActor, input: NamespaceInput & { namespace_name: string }): Promise<NamespaceRow> {
+    const now = this.clock.now();
+    const row: NamespaceRow = {
+      namespace_id: newId('ns'),
+      organization_id: organizationId,
+      namespace_name: input.namespace_name,
+      description: input.description ?? null,
+      metadata: input.metadata ?? {},
+      feature_extractors: input.feature_extractors ?? [],
+      created_by: actor.userEmail,
+      created_at: now,
+      updated_at: now,
+    };
+    await this.guardName(row.namespace_name, () =>
+      this.db.transaction(async (trx) => {
+        await this.store.insert(trx, row);
+        await this.audit.record(trx, {
+          organizationId,
+          action: 'namespace_created',
+          actor,
+          resourceType: 'namespace',
+          resourceId: row.namespace_id,
+          resourceName: row.namespace_name,
+          changes: { namespace_name: row.namespace_name, description: row.description },
+        });
+      }),
+    );
+    await this.announce('namespace.created', row);
+    return row;
+  }
+
+  async update(organizationId: string, actor: AuditActor, nameOrId: string, input: NamespaceInput): Promise<NamespaceRow> {
+    if (Object.keys(input).length === 0) throw new InputError('Nothing to update: send at least one field');
+    const before = await this.get(organizationId, nameOrId);
+    const after: NamespaceRow = { ...before, ...input, updated_at: this.clock.now() } as NamespaceRow;
+    const changes = diffFields(before as unknown as Record<string, unknown>, after as unknown as Record<string, unknown>, MUTABLE);
+    await this.guardName(after.namespace_name, () =>
+      this.db.transaction(async (trx) => {
+        await this.store.update(trx, after);
+        await this.audit.record(trx, {
+          organizationId,
+          action: 'namespace_updated',
+          actor,
+          resourceType: 'namespace',
+          resourceId: after.namespace_id,
+          resourceName: after.namespace_name,
+          changes,
+        });
+      }),
+    );
+    this.resolver.forget(organizationId);
+    await this.announce('namespace.updated', after);
+    return after;
+  }
+
+  async delete(organizationId: string, actor: AuditActor, nameOrId: string): Promise<NamespaceRow> {
+    const row = await this.get(organizationId, nameOrId);
+    await this.db.transaction(async (trx) => {
+      await this.store.delete(trx, organizationId, row.namespace_id);
+      await this.audit.record(trx, {
+        organizationId,
+        action: 'namespace_deleted',
+        actor,
+        resourceType: 'namespace',
+        resourceId: row.namespace_id,
+        resourceName: row.namespace_name,
+        changes: {},
+      });
+    });
+    this.resolver.forget(organizationId);
+    await this.announce('namespace.deleted', row);
+    return row;
+  }
+
+  /** Runs a write that may collide with the unique name index, turning a collision into a 409. */
+  private async guardName(name: string, write: () => Promise<void>): Promise<void> {
+    try {
+      await write();
+    } catch (err) {
+      if (isUniqueViolation(err)) {
+        throw new ConflictError(`A namespace named '${name}' already exists in this organization`, { namespace_name: name });
+      }
+      throw err;
+    }
+  }
+
+  private announce(type: string, row: NamespaceRow): Promise<void> {
+    return this.events.publish({
+      type,
+      organization_id: row.organization_id,
+      data: { namespace_id: row.namespace_id, namespace_name: row.namespace_name },
+    });
+  }
+}
