@@ -14,6 +14,8 @@ export interface DatabaseHandle {
   kind: 'postgres' | 'pglite';
   /** Whether the pgvector extension is available in this database. */
   hasPgvector: boolean;
+  /** PGlite only: a dump of the data directory, to start other instances from (tests). */
+  dump?(): Promise<Blob>;
   close(): Promise<void>;
 }
 
@@ -73,5 +75,5 @@ async function openPglite(options: DatabaseOptions): Promise<DatabaseHandle> {
     // knex-pglite closes the instance it was given when knex is destroyed.
     connection: () => ({ pglite }) as object,
   } as Knex.Config);
-  return { db, kind: 'pglite', hasPgvector: true, close: () => db.destroy() };
+  return { db, kind: 'pglite', hasPgvector: true, dump: () => pglite.dumpDataDir('none'), close: () => db.destroy() };
 }

@@ -1,0 +1,35 @@
+/**
+ * Runs once per `npm test`: prepares a migrated PGlite data directory that every test file starts from
+ * (opening a fresh PGlite and running initdb takes seconds; loading a dump takes about one).
+ */
+import type { TestProject } from 'vitest/node';
+import { loadConfig } from '../../kernel/config.js';
+import { openKernelCore } from '../../kernel/app.js';
+import { DatabaseHandle } from '../../kernel/tokens.js';
+import builtins from '../../plugins/index.js';
+import { silentLogger } from './logs.js';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    pgliteTemplate: ArrayBuffer | null;
+  }
+}
+
+export default async function setup(project: TestProject): Promise<void> {
+  if (process.env.TEST_DATABASE_URL) {
+    project.provide('pgliteTemplate', null);
+    return;
+  }
+  const config = { ...loadConfig({}), databaseInMemory: true, logLevel: 'silent' };
+  const core = await openKernelCore({
+    config,
+    plugins: builtins.map((plugin) => ({ plugin, origin: 'builtin' })),
+    overrides: { logger: silentLogger() },
+  });
+  try {
+    const dump = await core.services.get(DatabaseHandle).dump!();
+    project.provide('pgliteTemplate', await dump.arrayBuffer());
+  } finally {
+    await core.stop();
+  }
+}
