@@ -54,9 +54,14 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
     const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : newId('req');
     res.setHeader('X-Request-ID', requestId);
     const match = matcher.match(req.method, req.path);
+    let log: Logger | undefined;
     const ctx: RequestContext = {
       requestId,
-      log: deps.log.child({ req_id: requestId }),
+      // Most requests never log beyond the access line: make the child logger on first use only.
+      get log() {
+        log ??= deps.log.child({ req_id: requestId });
+        return log;
+      },
       startedAt: process.hrtime.bigint(),
       operation: match.kind === 'found' ? match.operation : undefined,
       pathParams: match.kind === 'found' ? match.params : {},
@@ -181,8 +186,15 @@ function preflight(req: Request, res: Response, methods: string[]): void {
 function finishRequest(deps: HttpDependencies, req: Request, res: Response, ctx: RequestContext): void {
   const latencyMs = Number(process.hrtime.bigint() - ctx.startedAt) / 1e6;
   const now = deps.clock.now();
-  ctx.log.info(
-    { method: req.method, path: req.path, status: res.statusCode, ms: Math.round(latencyMs * 100) / 100, op: ctx.operation?.operationId },
+  deps.log.info(
+    {
+      req_id: ctx.requestId,
+      method: req.method,
+      path: req.path,
+      status: res.statusCode,
+      ms: Math.round(latencyMs * 100) / 100,
+      op: ctx.operation?.operationId,
+    },
     'request',
   );
   deps.requestLog.record({
