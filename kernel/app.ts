@@ -6,12 +6,12 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import path from 'node:path';
 import { readFile } from 'node:fs/promises';
-import { fileURLToPath } from 'node:url';
 import { Container } from 'inversify';
 import type { Logger } from 'pino';
 import type { Config as ConfigShape } from './config.js';
 import { systemClock, type Clock as ClockShape } from './clock.js';
 import { createLogger } from './logger.js';
+import { projectRoot } from './paths.js';
 import { Lifecycle as LifecycleService } from './lifecycle.js';
 import { openDatabase } from './db/database.js';
 import { runMigrations, type MigrationSet } from './db/migrations.js';
@@ -65,10 +65,8 @@ export interface Kernel {
   stop(): Promise<void>;
 }
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-
 export async function loadApiDocument(): Promise<Record<string, unknown>> {
-  return JSON.parse(await readFile(path.join(root, 'generated/openapi.json'), 'utf8')) as Record<string, unknown>;
+  return JSON.parse(await readFile(path.join(projectRoot(), 'generated/openapi.json'), 'utf8')) as Record<string, unknown>;
 }
 
 export async function startKernel(options: KernelOptions): Promise<Kernel> {

@@ -11,8 +11,8 @@ import { openKernelCore, startKernel } from './app.js';
 import { loadPluginModules, PluginRegistry } from './plugins.js';
 import { TenantStore } from './tokens.js';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const BUILTIN_PLUGINS = path.join(root, 'plugins', `index${path.extname(fileURLToPath(import.meta.url))}`);
+// plugins/index.ts beside kernel/ (or plugins/index.js beside a built dist/kernel/).
+const BUILTIN_PLUGINS = fileURLToPath(new URL(`../plugins/index${path.extname(fileURLToPath(import.meta.url))}`, import.meta.url));
 
 /** Built-ins first, then TESSERA_PLUGINS, each checked against its contract. */
 async function loadPlugins(extra: readonly string[]): Promise<Array<{ plugin: unknown; origin: string }>> {
