@@ -178,7 +178,14 @@ export class PluginRegistry {
       case 'resource':
         this.requireName(p.name, origin);
         if (this.resources.some((r) => r.name === p.name)) this.duplicate('resource', p.name, origin);
-        if (typeof p.handlers !== 'object') throw new PluginContractError(`${origin}: resource ${p.name} has no handlers`);
+        if (!p.handlers || typeof p.handlers !== 'object' || Array.isArray(p.handlers)) {
+          throw new PluginContractError(`${origin}: resource ${p.name} has no handlers`);
+        }
+        for (const [operationId, handler] of Object.entries(p.handlers)) {
+          if (typeof handler !== 'function') {
+            throw new PluginContractError(`${origin}: resource ${p.name}'s handler for '${operationId}' is not a function`);
+          }
+        }
         this.resources.push(p);
         return;
       case 'stage':

@@ -87,6 +87,7 @@ interface CacheEntry {
 export class KeyStore {
   private readonly byHash = new Map<string, CacheEntry>();
   private readonly pendingLastUsed = new Map<string, Date>();
+  private flushing: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly db: Knex,
@@ -205,7 +206,17 @@ export class KeyStore {
     if (!previous || previous < at) this.pendingLastUsed.set(keyId, at);
   }
 
-  async flushLastUsed(): Promise<void> {
+  /**
+   * Writes every use noted so far. Flushes run one after another, so when this resolves, every use noted
+   * before the call is in the database, even one a concurrent (timer) flush had already taken.
+   */
+  flushLastUsed(): Promise<void> {
+    const run = this.flushing.then(() => this.writeLastUsed());
+    this.flushing = run.catch(() => undefined);
+    return run;
+  }
+
+  private async writeLastUsed(): Promise<void> {
     if (this.pendingLastUsed.size === 0) return;
     const batch = [...this.pendingLastUsed];
     this.pendingLastUsed.clear();

@@ -27,6 +27,9 @@ function isValidatorError(err: unknown): err is OpenApiValidatorError {
   return typeof err === 'object' && err !== null && 'status' in err && Array.isArray((err as { errors?: unknown }).errors);
 }
 
+/** The validator's names for where a value came from, in the contract's words. */
+const LOCATIONS: Record<string, string> = { headers: 'header', params: 'path' };
+
 /** `/body/scopes/0/resource_type` or `.body.name` → `["body", "scopes", 0, "resource_type"]`. */
 export function locationOf(path: string | undefined): Array<string | number> {
   if (!path) return [];
@@ -34,7 +37,7 @@ export function locationOf(path: string | undefined): Array<string | number> {
     .split(/[/.]/)
     .filter(Boolean)
     .map((part) => (/^\d+$/.test(part) ? Number(part) : part))
-    .map((part) => (part === 'headers' ? 'header' : part));
+    .map((part, i) => (i === 0 && typeof part === 'string' ? LOCATIONS[part] ?? part : part));
 }
 
 function problemType(errorCode: string | undefined): string {

@@ -3,6 +3,7 @@
  */
 import { operationTable, type OperationId } from '../../generated/operations.js';
 import type { RoutePermission } from '../auth/permissions.js';
+import { InputError } from '../errors.js';
 import type { ResourceType, ScopeOperation } from '../auth/scopes.js';
 
 export type { OperationId };
@@ -78,7 +79,11 @@ export class OperationMatcher {
       if (!operation) return { kind: 'method_not_allowed', allowed: [...route.byMethod.keys()] };
       const params: Record<string, string> = {};
       route.paramNames.forEach((name, i) => {
-        params[name] = decodeURIComponent(m[i + 1]!);
+        try {
+          params[name] = decodeURIComponent(m[i + 1]!);
+        } catch {
+          throw new InputError(`The path parameter '${name}' is not valid percent-encoding`, { parameter: name });
+        }
       });
       return { kind: 'found', operation, params };
     }

@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import { newId } from '../ids.js';
 import { servicesOf } from '../tokens.js';
 import type { Clock } from '../clock.js';
-import { AuthenticationError, NotFoundError, RateLimitError } from '../errors.js';
+import { AuthenticationError, NotFoundError, RateLimitError, RequestValidationError, type FieldProblem } from '../errors.js';
 import type { Authenticator } from '../auth/authenticator.js';
 import type { Authorizer } from '../auth/authorizer.js';
 import type { KeyStore } from '../auth/key-store.js';
@@ -95,7 +95,17 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
     next();
   });
 
-  // 3. Body and OpenAPI validation.
+  // 3. Body and OpenAPI validation. A request with no body at all where one is required is a 422 like any
+  // other missing field (the validator would call it an unsupported media type).
+  const bodyRequired = operationsRequiringBody(deps.apiDocument);
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    const operation = contextOf(res).operation!;
+    const empty = req.get('content-type') === undefined && !req.get('transfer-encoding') && Number(req.get('content-length') ?? 0) === 0;
+    if (empty && bodyRequired.has(operation.operationId)) {
+      throw new RequestValidationError([{ loc: ['body'], msg: 'A JSON request body is required', type: 'missing' }]);
+    }
+    next();
+  });
   app.use(express.json({ limit: deps.jsonBodyLimit }));
   app.use(
     OpenApiValidator.middleware({
@@ -105,9 +115,20 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
       validateResponses: deps.validateResponses ? { removeAdditional: false } : false,
       validateSecurity: false,
       validateFormats: true,
+      // 'full' checks dates for real (no 30 February silently becoming 2 March).
+      ajvFormats: { mode: 'full' },
       ignoreUndocumented: true,
     }),
   );
+
+  // PostgreSQL text and jsonb cannot hold U+0000 or unpaired surrogates: refuse them as input (422) before
+  // anything (the authorizer's namespace lookup included) hands them to the database and fails with a 500.
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    const problem =
+      unstorableText(req.body, ['body']) ?? unstorableText(contextOf(res).pathParams, ['path']) ?? unstorableText(req.query, ['query']);
+    if (problem) throw new RequestValidationError([problem]);
+    next();
+  });
 
   // 4. Authorization and rate limit.
   app.use(async (req: Request, res: Response, next: NextFunction) => {
@@ -172,6 +193,42 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
   });
 
   return app;
+}
+
+function operationsRequiringBody(apiDocument: Record<string, unknown>): Set<OperationId> {
+  const paths = (apiDocument.paths ?? {}) as Record<string, Record<string, { requestBody?: { required?: boolean } } | undefined>>;
+  const required = new Set<OperationId>();
+  for (const operation of operations.values()) {
+    if (paths[operation.path]?.[operation.method]?.requestBody?.required === true) required.add(operation.operationId);
+  }
+  return required;
+}
+
+const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/** The first string (or object key) in `value` that the database could not store, as a 422 problem. */
+function unstorableText(value: unknown, loc: Array<string | number>): FieldProblem | undefined {
+  const problem = (at: Array<string | number>): FieldProblem => ({
+    loc: at,
+    msg: 'must not contain NUL characters or unpaired surrogates',
+    type: 'string_unstorable',
+  });
+  if (typeof value === 'string') return UNSTORABLE.test(value) ? problem(loc) : undefined;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const found = unstorableText(value[i], [...loc, i]);
+      if (found) return found;
+    }
+    return undefined;
+  }
+  if (value !== null && typeof value === 'object') {
+    for (const [key, item] of Object.entries(value)) {
+      if (UNSTORABLE.test(key)) return problem([...loc, key]);
+      const found = unstorableText(item, [...loc, key]);
+      if (found) return found;
+    }
+  }
+  return undefined;
 }
 
 function preflight(req: Request, res: Response, methods: string[]): void {

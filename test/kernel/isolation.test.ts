@@ -3,7 +3,7 @@
  * org A's users, keys, namespaces, usage or audit entries; every foreign identifier answers 404.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TenantStore } from '../../kernel/tokens.js';
+import { TenantStore, resolve } from '../../kernel/tokens.js';
 import { startTestKernel, type TestKernel } from '../support/kernel.js';
 
 describe('organization isolation', () => {
@@ -19,7 +19,7 @@ describe('organization isolation', () => {
   beforeAll(async () => {
     t = await startTestKernel();
     keyA = t.adminKey;
-    const orgB = await t.kernel.container.get(TenantStore).createOrganization({ name: 'org-b', ownerEmail: 'owner-b@example.test' });
+    const orgB = await resolve(t.kernel.container, TenantStore).createOrganization({ name: 'org-b', ownerEmail: 'owner-b@example.test' });
     keyB = orgB.adminKeyPlaintext;
     orgBId = orgB.organization.organization_id;
 

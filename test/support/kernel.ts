@@ -98,15 +98,22 @@ export async function startTestKernel(options: TestKernelOptions = {}): Promise<
   }
   const captured = capturingLogger(config.logLevel);
   const template = inject('pgliteTemplate');
-  const kernel = await startKernel({
-    config,
-    plugins: (options.plugins ?? builtins).map((plugin) => ({ plugin, origin: 'test' })),
-    overrides: {
-      logger: options.logger ?? captured.logger,
-      ...(options.clock ? { clock: options.clock } : {}),
-      ...(template && !config.databaseUrl ? { pgliteTemplate: new Blob([template]) } : {}),
-    },
-  });
+  let kernel: Kernel;
+  try {
+    kernel = await startKernel({
+      config,
+      plugins: (options.plugins ?? builtins).map((plugin) => ({ plugin, origin: 'test' })),
+      overrides: {
+        logger: options.logger ?? captured.logger,
+        ...(options.clock ? { clock: options.clock } : {}),
+        ...(template && !config.databaseUrl ? { pgliteTemplate: new Blob([template]) } : {}),
+      },
+    });
+  } catch (err) {
+    // A kernel that refuses to start (tests of boot-time checks) must not leave its database or stream behind.
+    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
+    throw err;
+  }
 
   const request = async (method: string, path: string, opts: RawRequest = {}): Promise<RawResponse> => {
     const headers: Record<string, string> = { ...opts.headers };

@@ -116,6 +116,10 @@ export class ApiKeyService {
     if (Object.keys(patch).length === 0) throw new InputError('Nothing to update: send at least one field');
     const before = await this.get(caller.organizationId, email, name);
     this.refuseProtected(before, 'updated');
+    // Expiry is final: a new expires_at (or null) must not bring an expired key back to life.
+    if (keyStatus(before, this.clock.now()) === 'expired') {
+      throw new ConflictError(`API key '${name}' has expired and cannot be updated or reactivated; create a new key`);
+    }
     const changes: KeyChanges = {};
     if (patch.name !== undefined) changes.name = patch.name;
     if (patch.description !== undefined) changes.description = patch.description;

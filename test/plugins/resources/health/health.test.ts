@@ -1,0 +1,122 @@
+/**
+ * GET /v1/health: every registered component, 200 while every required one is up, 503 'down' when a
+ * required one fails, 200 'degraded' when only optional ones fail. Public: no key needed.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { HealthRegistry, resolve } from '../../../../kernel/tokens.js';
+import { startTestKernel, type TestKernel } from '../../../support/kernel.js';
+
+describe('health', () => {
+  let t: TestKernel;
+  let optionalFails = false;
+  let requiredFails = false;
+
+  beforeAll(async () => {
+    t = await startTestKernel();
+    const health = resolve(t.kernel.container, HealthRegistry);
+    health.register({
+      name: 'optional_cache',
+      kind: 'test',
+      required: false,
+      probe: async () => {
+        if (optionalFails) throw new Error('cache unreachable');
+      },
+    });
+    health.register({
+      name: 'required_store',
+      kind: 'test',
+      required: true,
+      probe: async () => {
+        if (requiredFails) throw new Error('store unreachable');
+      },
+    });
+  });
+
+  afterAll(async () => {
+    await t?.stop();
+  });
+
+  it('answers 200 ok with the database and event bus up, without a key', async () => {
+    const res = await t.client(undefined).GET('/v1/health', {});
+    expect(res.response.status).toBe(200);
+    const body = res.data!;
+    expect(body.status).toBe('ok');
+    expect(body.version).toBe('0.82.0');
+    expect(body.uptime_seconds).toBeGreaterThanOrEqual(0);
+    expect(Object.keys(body.components).sort()).toEqual(['database', 'event_bus', 'optional_cache', 'required_store']);
+    const { database, event_bus } = body.components;
+    expect(database).toMatchObject({ status: 'up', required: true });
+    expect(event_bus).toMatchObject({ status: 'up', required: true });
+    expect(database!.kind).toBe(process.env.TEST_DATABASE_URL ? 'postgres' : 'pglite');
+    expect(event_bus!.kind).toBe(process.env.NATS_URL ? 'nats' : 'in-process');
+    expect(typeof database!.latency_ms).toBe('number');
+    expect(database!.error).toBeUndefined();
+  });
+
+  it('ignores a key, even an invalid one, and is never rate limited', async () => {
+    const res = await t.request('GET', '/v1/health', { key: 'svc_sk_not_a_key' });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-ratelimit-limit')).toBeNull();
+  });
+
+  it('answers 200 degraded when only a non-required component fails', async () => {
+    optionalFails = true;
+    try {
+      const res = await t.request('GET', '/v1/health');
+      expect(res.status).toBe(200);
+      expect(res.body.status).toBe('degraded');
+      expect(res.body.components.optional_cache).toMatchObject({ status: 'down', required: false, latency_ms: null, error: 'cache unreachable' });
+      expect(res.body.components.database.status).toBe('up');
+    } finally {
+      optionalFails = false;
+    }
+  });
+
+  it('answers 503 down when a required component fails', async () => {
+    requiredFails = true;
+    try {
+      const res = await t.client(undefined).GET('/v1/health', {});
+      expect(res.response.status).toBe(503);
+      // The 503 body is a HealthResponse, not an ErrorResponse.
+      const body = res.error!;
+      expect(body.status).toBe('down');
+      expect(body.components.required_store).toMatchObject({ status: 'down', required: true, latency_ms: null, error: 'store unreachable' });
+      expect(body.components.database!.status).toBe('up');
+      expect(body.components.event_bus!.status).toBe('up');
+    } finally {
+      requiredFails = false;
+    }
+  });
+
+  it('down wins over degraded', async () => {
+    requiredFails = true;
+    optionalFails = true;
+    try {
+      const res = await t.request('GET', '/v1/health');
+      expect(res.status).toBe(503);
+      expect(res.body.status).toBe('down');
+    } finally {
+      requiredFails = false;
+      optionalFails = false;
+    }
+  });
+
+  it('recovers once the component answers again', async () => {
+    const res = await t.request('GET', '/v1/health');
+    expect(res.status).toBe(200);
+    expect(res.body.status).toBe('ok');
+  });
+
+  it('reports a probe that throws a non-Error value', async () => {
+    resolve(t.kernel.container, HealthRegistry).register({
+      name: 'odd_thrower',
+      kind: 'test',
+      required: false,
+      probe: () => Promise.reject('plain string'),
+    });
+    const res = await t.request('GET', '/v1/health');
+    expect(res.status).toBe(200);
+    expect(res.body.status).toBe('degraded');
+    expect(res.body.components.odd_thrower).toMatchObject({ status: 'down', error: 'plain string' });
+  });
+});
