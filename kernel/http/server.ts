@@ -3,6 +3,7 @@
  * (key + allowed origin) → JSON body → OpenAPI validation (422) → authorize (permission, X-Namespace,
  * scopes) → rate limit → the handler registered for the operationId → JSON. Errors map once, at the end.
  */
+import { pipeline } from 'node:stream/promises';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
 import type { Container } from 'inversify';
@@ -95,10 +96,12 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
     next();
   });
 
-  // 3. Body and OpenAPI validation.
-  app.use(express.json({ limit: deps.jsonBodyLimit }));
+  // 3. Body and OpenAPI validation. Binary operations (blob PUT/GET) stream their bodies themselves.
+  const json = express.json({ limit: deps.jsonBodyLimit });
+  app.use((req: Request, res: Response, next: NextFunction) => (contextOf(res).operation!.body === 'binary' ? next() : json(req, res, next)));
   app.use(
     OpenApiValidator.middleware({
+      ignorePaths: (path: string) => matcher.operationsAt(path).some((op) => op.body === 'binary'),
       apiSpec: structuredClone(deps.apiDocument) as never,
       validateApiSpec: true,
       validateRequests: { allowUnknownQueryParameters: false, coerceTypes: false, removeAdditional: false },
@@ -154,7 +157,8 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
     });
     for (const [name, value] of Object.entries(reply.headers ?? {})) res.setHeader(name, value);
     res.status(reply.status);
-    if (reply.body === undefined) res.end();
+    if (reply.stream) await pipeline(reply.stream, res);
+    else if (reply.body === undefined) res.end();
     else res.json(reply.body);
   });
 

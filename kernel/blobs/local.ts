@@ -1,0 +1,413 @@
+/**
+ * The default BlobStore: a folder on local disk. Presigned URLs point at the API itself
+ * (`/v1/storage/blobs/{token}`), whose route checks the token with `verifyBlobToken` and streams
+ * the bytes to `put`/from `get`.
+ *
+ * On disk, one file per blob holds the bytes followed by a JSON trailer (content type, digests,
+ * creation time) and an 8-byte footer, so one atomic rename commits bytes and metadata together:
+ * a crash leaves either the old blob or the new one, never a half-written blob or stale metadata.
+ * Key segments become directories named `<segment>.d` and the blob file `<last>.blob`; the suffixes
+ * keep file and directory names apart, so `a` and `a/b` can both be keys, as on S3.
+ */
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { constants as fsConstants } from 'node:fs';
+import { access, mkdir, open, readdir, rename, rmdir, unlink, type FileHandle } from 'node:fs/promises';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { systemClock, type Clock } from '../clock.js';
+import { AuthenticationError, InputError, NotFoundError } from '../errors.js';
+import {
+  DEFAULT_CONTENT_TYPE,
+  validateExpiry,
+  validateKey,
+  validatePrefix,
+  validateRange,
+  type BlobInfo,
+  type BlobStore,
+  type ByteRange,
+  type PresignedGet,
+  type PresignedPut,
+  type PresignGetOptions,
+  type PresignPutOptions,
+  type PutOptions,
+} from './blob-store.js';
+import { BlobMeter, toReadable } from './meter.js';
+
+export interface LocalBlobStoreOptions {
+  /** Where the API is reachable, e.g. `http://127.0.0.1:8080`; a function because the port is known only after listen. */
+  publicBaseUrl: () => string;
+  /** Key for the HMAC that signs presigned URLs. */
+  signingSecret: Buffer;
+  clock?: Clock;
+}
+
+/** What a verified presigned-URL token allows. */
+export interface BlobGrant {
+  key: string;
+  method: 'GET' | 'PUT';
+  expiresAt: Date;
+  /** PUT: the Content-Type the uploader must send and the blob is stored with. */
+  contentType?: string;
+  /** PUT: the most bytes the upload may have (pass to `put` as `maxBytes`). */
+  maxBytes?: number;
+  /** GET: the download file name (send `attachmentDisposition(filename)`). */
+  filename?: string;
+}
+
+/** The signed payload; short field names keep URLs short. */
+interface TokenPayload {
+  k: string;
+  m: 'GET' | 'PUT';
+  e: number;
+  ct?: string;
+  mx?: number;
+  fn?: string;
+}
+
+export const BLOB_ROUTE_PREFIX = '/v1/storage/blobs/';
+
+const DIR_SUFFIX = '.d';
+const BLOB_SUFFIX = '.blob';
+const TMP_SUFFIX = '.tmp';
+const MAGIC = Buffer.from('TSB1');
+const FOOTER_BYTES = 8;
+
+interface Trailer {
+  v: 1;
+  contentType: string;
+  md5: string;
+  sha256: string;
+  createdAt: string;
+}
+
+function sign(payload: string, secret: Buffer): Buffer {
+  return createHmac('sha256', secret).update(payload).digest();
+}
+
+export function signBlobToken(grant: BlobGrant, secret: Buffer): string {
+  const payload: TokenPayload = { k: grant.key, m: grant.method, e: Math.floor(grant.expiresAt.getTime() / 1000) };
+  if (grant.contentType !== undefined) payload.ct = grant.contentType;
+  if (grant.maxBytes !== undefined) payload.mx = grant.maxBytes;
+  if (grant.filename !== undefined) payload.fn = grant.filename;
+  const encoded = Buffer.from(JSON.stringify(payload)).toString('base64url');
+  return `${encoded}.${sign(encoded, secret).toString('base64url')}`;
+}
+
+/**
+ * Checks a presigned-URL token. Throws AuthenticationError when it is malformed, its signature does
+ * not match, it has expired at `now`, or (when `method` is given) it was issued for another method.
+ */
+export function verifyBlobToken(token: string, secret: Buffer, now: Date, method?: 'GET' | 'PUT'): BlobGrant {
+  const parts = typeof token === 'string' ? token.split('.') : [];
+  if (parts.length !== 2 || !parts[0] || !parts[1]) throw new AuthenticationError('Malformed storage token');
+  const [encoded, signature] = parts as [string, string];
+  const expected = sign(encoded, secret);
+  const given = Buffer.from(signature, 'base64url');
+  // Compare MACs in constant time; the length check reveals nothing (all valid MACs are 32 bytes).
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+    throw new AuthenticationError('Invalid storage token signature');
+  }
+  let payload: TokenPayload;
+  try {
+    payload = JSON.parse(Buffer.from(encoded, 'base64url').toString('utf8')) as TokenPayload;
+  } catch {
+    throw new AuthenticationError('Malformed storage token');
+  }
+  if (typeof payload?.k !== 'string' || (payload.m !== 'GET' && payload.m !== 'PUT') || !Number.isInteger(payload.e)) {
+    throw new AuthenticationError('Malformed storage token');
+  }
+  if (now.getTime() >= payload.e * 1000) throw new AuthenticationError('Storage URL has expired');
+  if (method !== undefined && payload.m !== method) throw new AuthenticationError(`Storage URL is not valid for ${method}`);
+  const grant: BlobGrant = { key: payload.k, method: payload.m, expiresAt: new Date(payload.e * 1000) };
+  if (typeof payload.ct === 'string') grant.contentType = payload.ct;
+  if (typeof payload.mx === 'number') grant.maxBytes = payload.mx;
+  if (typeof payload.fn === 'string') grant.filename = payload.fn;
+  return grant;
+}
+
+function isErrno(error: unknown, ...codes: string[]): boolean {
+  return error instanceof Error && codes.includes((error as NodeJS.ErrnoException).code ?? '');
+}
+
+/** Orders names the way S3 orders keys (by UTF-8 bytes); a directory sorts as `name/`. */
+function byKeyOrder(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a), Buffer.from(b));
+}
+
+export class LocalBlobStore implements BlobStore {
+  readonly kind = 'local' as const;
+  private readonly clock: Clock;
+
+  constructor(
+    readonly rootDir: string,
+    private readonly options: LocalBlobStoreOptions,
+  ) {
+    this.rootDir = path.resolve(rootDir);
+    this.clock = options.clock ?? systemClock;
+  }
+
+  private dirFor(segments: string[]): string {
+    return path.join(this.rootDir, ...segments.map((s) => s + DIR_SUFFIX));
+  }
+
+  private fileFor(key: string): string {
+    const segments = key.split('/');
+    const last = segments.pop()!;
+    return path.join(this.dirFor(segments), last + BLOB_SUFFIX);
+  }
+
+  async put(key: string, body: NodeJS.ReadableStream | Buffer, options: PutOptions = {}): Promise<BlobInfo> {
+    validateKey(key);
+    const target = this.fileFor(key);
+    const dir = path.dirname(target);
+    const tmp = `${target.slice(0, -BLOB_SUFFIX.length)}.${randomBytes(6).toString('hex')}${TMP_SUFFIX}`;
+    const handle = await this.openTemp(dir, tmp);
+    const meter = new BlobMeter(options.maxBytes);
+    const contentType = options.contentType || DEFAULT_CONTENT_TYPE;
+    const createdAt = this.clock.now();
+    try {
+      await pipeline(
+        toReadable(body),
+        meter,
+        async function* (source: AsyncIterable<Buffer>) {
+          for await (const chunk of source) yield chunk;
+          const d = meter.digests();
+          const trailer: Trailer = { v: 1, contentType, md5: d.md5, sha256: d.sha256, createdAt: createdAt.toISOString() };
+          const json = Buffer.from(JSON.stringify(trailer));
+          const footer = Buffer.alloc(FOOTER_BYTES);
+          footer.writeUInt32BE(json.length, 0);
+          MAGIC.copy(footer, 4);
+          yield Buffer.concat([json, footer]);
+        },
+        // flush: fsync before close, so the rename below never publishes bytes still only in the page cache.
+        handle.createWriteStream({ flush: true }),
+      );
+      await rename(tmp, target);
+    } catch (error) {
+      await handle.close().catch(() => undefined);
+      await unlink(tmp).catch(() => undefined);
+      await this.prune(dir);
+      throw error;
+    }
+    await this.syncDir(dir);
+    const d = meter.digests();
+    return { key, size: d.size, contentType, md5: d.md5, sha256: d.sha256, createdAt };
+  }
+
+  /** Opens the temp file, recreating its folder if a concurrent delete pruned it in between. */
+  private async openTemp(dir: string, tmp: string): Promise<FileHandle> {
+    for (let attempt = 0; ; attempt++) {
+      await mkdir(dir, { recursive: true });
+      try {
+        return await open(tmp, 'wx');
+      } catch (error) {
+        if (!isErrno(error, 'ENOENT') || attempt >= 5) throw error;
+      }
+    }
+  }
+
+  private async syncDir(dir: string): Promise<void> {
+    // Makes the rename itself durable; best effort, since not every platform can fsync a folder.
+    const handle = await open(dir, 'r').catch(() => undefined);
+    if (!handle) return;
+    await handle.sync().catch(() => undefined);
+    await handle.close();
+  }
+
+  /** Reads size and metadata from the trailer at the end of an open blob file. */
+  private async readInfo(key: string, handle: FileHandle): Promise<BlobInfo> {
+    const { size: fileSize } = await handle.stat();
+    const footer = Buffer.alloc(FOOTER_BYTES);
+    if (fileSize < FOOTER_BYTES) throw new Error(`Corrupt blob file for ${key}`);
+    await handle.read(footer, 0, FOOTER_BYTES, fileSize - FOOTER_BYTES);
+    const length = footer.readUInt32BE(0);
+    if (!footer.subarray(4).equals(MAGIC) || length > fileSize - FOOTER_BYTES) throw new Error(`Corrupt blob file for ${key}`);
+    const json = Buffer.alloc(length);
+    const size = fileSize - FOOTER_BYTES - length;
+    await handle.read(json, 0, length, size);
+    const trailer = JSON.parse(json.toString('utf8')) as Trailer;
+    return { key, size, contentType: trailer.contentType, md5: trailer.md5, sha256: trailer.sha256, createdAt: new Date(trailer.createdAt) };
+  }
+
+  private async openBlob(key: string): Promise<FileHandle | undefined> {
+    try {
+      return await open(this.fileFor(key), 'r');
+    } catch (error) {
+      if (isErrno(error, 'ENOENT', 'ENOTDIR')) return undefined;
+      throw error;
+    }
+  }
+
+  async get(key: string, range?: ByteRange): Promise<{ info: BlobInfo; body: NodeJS.ReadableStream }> {
+    validateKey(key);
+    validateRange(range);
+    // Reading through the open handle means a concurrent overwrite or delete cannot change what we serve.
+    const handle = await this.openBlob(key);
+    if (!handle) throw new NotFoundError(`Blob not found: ${key}`, { key });
+    try {
+      const info = await this.readInfo(key, handle);
+      let start = 0;
+      let end = info.size - 1;
+      if (range) {
+        if (range.start >= info.size) throw new InputError('Range not satisfiable', { start: range.start, size: info.size });
+        start = range.start;
+        end = Math.min(range.end ?? end, end);
+      }
+      if (end < start) {
+        // Empty blob: a read stream with end < start would misbehave, so hand back an empty one.
+        await handle.close();
+        return { info, body: Readable.from([]) };
+      }
+      return { info, body: handle.createReadStream({ start, end, autoClose: true }) };
+    } catch (error) {
+      await handle.close().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  async head(key: string): Promise<BlobInfo | undefined> {
+    validateKey(key);
+    const handle = await this.openBlob(key);
+    if (!handle) return undefined;
+    try {
+      return await this.readInfo(key, handle);
+    } finally {
+      await handle.close();
+    }
+  }
+
+  async ensureDigests(key: string): Promise<BlobInfo> {
+    // Every local blob is written through put, so its digests are always there.
+    const info = await this.head(key);
+    if (!info) throw new NotFoundError(`Blob not found: ${key}`, { key });
+    return info;
+  }
+
+  async delete(key: string): Promise<void> {
+    validateKey(key);
+    const file = this.fileFor(key);
+    try {
+      await unlink(file);
+    } catch (error) {
+      if (isErrno(error, 'ENOENT', 'ENOTDIR')) return;
+      throw error;
+    }
+    await this.prune(path.dirname(file));
+  }
+
+  /** Removes now-empty folders from `dir` up to (not including) the root. */
+  private async prune(dir: string): Promise<void> {
+    let current = dir;
+    while (current.startsWith(this.rootDir + path.sep)) {
+      try {
+        await rmdir(current);
+      } catch {
+        return; // not empty (or already gone): the folders above are not empty either
+      }
+      current = path.dirname(current);
+    }
+  }
+
+  async deletePrefix(prefix: string): Promise<number> {
+    validatePrefix(prefix);
+    let count = 0;
+    // Collect first: deleting while walking a folder would make readdir results stale.
+    const keys: string[] = [];
+    for await (const key of this.keys(prefix)) keys.push(key);
+    for (const key of keys) {
+      const file = this.fileFor(key);
+      try {
+        await unlink(file);
+        count++;
+      } catch (error) {
+        if (!isErrno(error, 'ENOENT', 'ENOTDIR')) throw error;
+      }
+      await this.prune(path.dirname(file));
+    }
+    return count;
+  }
+
+  async *list(prefix: string): AsyncIterable<BlobInfo> {
+    validatePrefix(prefix);
+    for await (const key of this.keys(prefix)) {
+      const handle = await this.openBlob(key);
+      if (!handle) continue; // deleted since the folder was read
+      try {
+        yield await this.readInfo(key, handle);
+      } finally {
+        await handle.close();
+      }
+    }
+  }
+
+  /** Keys starting with `prefix`, in S3 order, walking only the folder the prefix pins down. */
+  private async *keys(prefix: string): AsyncIterable<string> {
+    const cut = prefix.lastIndexOf('/');
+    const dirSegments = cut < 0 ? [] : prefix.slice(0, cut).split('/');
+    yield* this.walk(this.dirFor(dirSegments), dirSegments.map((s) => s + '/').join(''), prefix);
+  }
+
+  private async *walk(dir: string, keyPrefix: string, prefix: string): AsyncIterable<string> {
+    let entries;
+    try {
+      entries = await readdir(dir, { withFileTypes: true });
+    } catch (error) {
+      if (isErrno(error, 'ENOENT', 'ENOTDIR')) return;
+      throw error;
+    }
+    const items: Array<{ sortName: string; key: string; dir?: string }> = [];
+    for (const entry of entries) {
+      if (entry.isDirectory() && entry.name.endsWith(DIR_SUFFIX)) {
+        const name = keyPrefix + entry.name.slice(0, -DIR_SUFFIX.length) + '/';
+        // Descend only where keys can still match: the folder is inside the prefix or the prefix inside it.
+        if (name.startsWith(prefix) || prefix.startsWith(name)) items.push({ sortName: name, key: name, dir: path.join(dir, entry.name) });
+      } else if (entry.isFile() && entry.name.endsWith(BLOB_SUFFIX)) {
+        const key = keyPrefix + entry.name.slice(0, -BLOB_SUFFIX.length);
+        if (key.startsWith(prefix)) items.push({ sortName: key, key });
+      }
+    }
+    items.sort((a, b) => byKeyOrder(a.sortName, b.sortName));
+    for (const item of items) {
+      if (item.dir) yield* this.walk(item.dir, item.key, prefix);
+      else yield item.key;
+    }
+  }
+
+  private url(grant: BlobGrant): string {
+    const base = this.options.publicBaseUrl().replace(/\/+$/, '');
+    return `${base}${BLOB_ROUTE_PREFIX}${signBlobToken(grant, this.options.signingSecret)}`;
+  }
+
+  private expiry(expiresInSeconds: number): Date {
+    validateExpiry(expiresInSeconds);
+    // Whole seconds, as in the token, so the reported expiry is exactly the one enforced.
+    return new Date((Math.floor(this.clock.now().getTime() / 1000) + expiresInSeconds) * 1000);
+  }
+
+  async presignPut(key: string, options: PresignPutOptions): Promise<PresignedPut> {
+    validateKey(key);
+    const expiresAt = this.expiry(options.expiresInSeconds);
+    const grant: BlobGrant = { key, method: 'PUT', expiresAt };
+    const headers: Record<string, string> = {};
+    if (options.contentType) {
+      grant.contentType = options.contentType;
+      headers['Content-Type'] = options.contentType;
+    }
+    if (options.maxBytes !== undefined) grant.maxBytes = options.maxBytes;
+    return { url: this.url(grant), method: 'PUT', headers, expiresAt };
+  }
+
+  async presignGet(key: string, options: PresignGetOptions): Promise<PresignedGet> {
+    validateKey(key);
+    const expiresAt = this.expiry(options.expiresInSeconds);
+    const grant: BlobGrant = { key, method: 'GET', expiresAt };
+    if (options.filename !== undefined) grant.filename = options.filename;
+    return { url: this.url(grant), expiresAt };
+  }
+
+  async ping(): Promise<void> {
+    await mkdir(this.rootDir, { recursive: true });
+    await access(this.rootDir, fsConstants.R_OK | fsConstants.W_OK);
+  }
+}
