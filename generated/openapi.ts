@@ -675,6 +675,7 @@ export interface components {
             results: components["schemas"]["Bucket"][];
             total: number;
         };
+        /** @description Letters, digits, `_`, `.` and `-`; not starting with `bkt_` (that is how ids start). */
         BucketName: string;
         BucketObject: {
             blobs: components["schemas"]["ObjectBlob"][];
@@ -877,6 +878,7 @@ export interface components {
             results: components["schemas"]["Namespace"][];
             total: number;
         };
+        /** @description Letters, digits, `_` and `-`; not starting with `ns_` (that is how ids start). */
         NamespaceName: string;
         NamespaceUpdateRequest: {
             description?: string | null;
@@ -2314,6 +2316,7 @@ export interface operations {
                     "application/json": components["schemas"]["ApiKeyWithSecret"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
@@ -2439,6 +2442,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             422: components["responses"]["ValidationFailed"];
             429: components["responses"]["RateLimited"];
         };

@@ -22,6 +22,7 @@ export const operationTable = {
     "public": false,
     "scope": {
       "resource_type": "api_key",
+      "id_from": "body.name",
       "operation": "manage_permissions"
     },
     "namespaceHeader": null,
@@ -91,6 +92,7 @@ export const operationTable = {
     "public": false,
     "scope": {
       "resource_type": "user",
+      "id_from": "body.email",
       "operation": "manage_permissions"
     },
     "namespaceHeader": null,
@@ -160,6 +162,7 @@ export const operationTable = {
     "public": false,
     "scope": {
       "resource_type": "api_key",
+      "id_from": "path.key_name",
       "operation": "manage_permissions"
     },
     "namespaceHeader": null,
@@ -441,6 +444,7 @@ export const operationTable = {
     "public": false,
     "scope": {
       "resource_type": "api_key",
+      "id_from": "path.key_name",
       "operation": "manage_permissions"
     },
     "namespaceHeader": null,
@@ -454,6 +458,7 @@ export const operationTable = {
     "public": false,
     "scope": {
       "resource_type": "api_key",
+      "id_from": "path.key_name",
       "operation": "manage_permissions"
     },
     "namespaceHeader": null,
@@ -481,6 +486,7 @@ export const operationTable = {
     "public": false,
     "scope": {
       "resource_type": "api_key",
+      "id_from": "path.key_name",
       "operation": "manage_permissions"
     },
     "namespaceHeader": null,

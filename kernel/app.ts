@@ -61,6 +61,8 @@ export interface KernelCore {
 
 export interface Kernel {
   container: Container;
+  /** Typed access to the container's services. */
+  services: T.Services;
   config: ConfigShape;
   server: Server;
   port: number;
@@ -261,6 +263,7 @@ async function serve(core: Core, options: KernelOptions): Promise<Kernel> {
   }
   return {
     container,
+    services,
     config,
     server,
     port,

@@ -61,6 +61,8 @@ export class Authorizer {
         organizationId: input.auth.organizationId,
         namespace,
         identifier,
+        source: rule.id_from!,
+        pathParams: input.pathParams,
       });
     }
     if (rule.id_from === 'namespace' && namespace) resource.identifiers = [namespace.id, namespace.name];

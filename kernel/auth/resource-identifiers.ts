@@ -10,6 +10,9 @@ export interface IdentifierQuery {
   organizationId: string;
   namespace: ResolvedNamespace | null;
   identifier: string;
+  /** Where the identifier came from (`path.key_name`, `body.email`, ...), and the request's path parameters. */
+  source: string;
+  pathParams: Readonly<Record<string, string>>;
 }
 
 /** All identifiers of the resource the request names (its id and name), or undefined when there is none. */

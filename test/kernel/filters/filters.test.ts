@@ -41,7 +41,7 @@ describe('filter language', () => {
   let t: TestKernel;
   beforeAll(async () => {
     t = await startTestKernel();
-    const db = t.kernel.container.get(DatabaseHandle).db;
+    const db = t.kernel.services.get(DatabaseHandle).db;
     await db.schema.createTable('filter_samples', (table) => {
       table.text('id').primary();
       table.jsonb('meta').notNullable();
@@ -55,7 +55,7 @@ describe('filter language', () => {
   it.each(filters.map((f, i) => [i, f] as const))('filter %i selects the same records in SQL as in memory', async (_i, raw) => {
     const filter = parseFilter(raw);
     const expected = records.filter((r) => matchesFilter(filter, r as unknown as Record<string, unknown>)).map((r) => r.id);
-    const db = t.kernel.container.get(DatabaseHandle).db;
+    const db = t.kernel.services.get(DatabaseHandle).db;
     const q = db('filter_samples').select('id').orderBy('id');
     whereFilter(q, filter, columnFieldResolver({ columns: ['id'], jsonRoots: ['meta'] }));
     const rows = (await q) as Array<{ id: string }>;

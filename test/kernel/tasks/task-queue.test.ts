@@ -16,7 +16,7 @@ describe('DatabaseTaskQueue', () => {
     await t.stop();
   });
   const queue = (leaseMs = 60_000) =>
-    new DatabaseTaskQueue(t.kernel.container.get(DatabaseHandle).db, clock, log, { leaseMs, pollMs: 10_000, concurrency: 1 });
+    new DatabaseTaskQueue(t.kernel.services.get(DatabaseHandle).db, clock, log, { leaseMs, pollMs: 10_000, concurrency: 1 });
 
   it('runs a task once and records its result', async () => {
     const q = queue();
@@ -84,7 +84,7 @@ describe('DatabaseTaskQueue', () => {
   it('creates a task enqueued in a transaction only if the transaction commits', async () => {
     const q = queue();
     q.register('test.outbox', async () => undefined);
-    const db = t.kernel.container.get(DatabaseHandle).db;
+    const db = t.kernel.services.get(DatabaseHandle).db;
     let rolledBack = '';
     await db
       .transaction(async (trx) => {

@@ -8,7 +8,7 @@ describe('object and upload events', () => {
   const seen: TesseraEvent[] = [];
   beforeAll(async () => {
     t = await startTestKernel();
-    const bus = t.kernel.container.get(EventBus);
+    const bus = t.kernel.services.get(EventBus);
     bus.subscribe('object.*', (e) => void seen.push(e));
     bus.subscribe('upload.completed', (e) => void seen.push(e));
     await t.client().POST('/v1/namespaces', { body: { namespace_name: 'events' } });

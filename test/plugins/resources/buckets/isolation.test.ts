@@ -18,7 +18,7 @@ describe('bucket isolation, scopes and lifecycle', () => {
     for (const ns of ['alpha', 'beta']) {
       await t.request('POST', '/v1/buckets', { key: t.adminKey, headers: { 'X-Namespace': ns }, body: { bucket_name: 'shared-name' } });
     }
-    const other = await t.kernel.container.get(TenantStore).createOrganization({ name: 'other', ownerEmail: 'o@other.test' });
+    const other = await t.kernel.services.get(TenantStore).createOrganization({ name: 'other', ownerEmail: 'o@other.test' });
     otherOrgKey = other.adminKeyPlaintext;
     files = http.createServer((req, res) => {
       if (req.url === '/hello.txt') {
@@ -86,13 +86,13 @@ describe('bucket isolation, scopes and lifecycle', () => {
     await api('POST', '/v1/buckets', 'alpha', { bucket_name: 'guarded' });
     const bucket = (await api('GET', '/v1/buckets/guarded', 'alpha')).body;
     const obj = await api('POST', '/v1/buckets/guarded/objects', 'alpha', { blobs: [{ property: 'content', text: 'keep me?' }] });
-    t.kernel.container.get(ReferenceRegistry).register('bucket', async (_org, id) =>
+    t.kernel.services.get(ReferenceRegistry).register('bucket', async (_org, id) =>
       id === bucket.bucket_id ? [{ resource_type: 'collection', resource_id: 'col_1', resource_name: 'reader', relation: 'source' }] : [],
     );
     const refused = await api('DELETE', '/v1/buckets/guarded', 'alpha');
     expect(refused.status).toBe(409);
     expect(refused.body.error.message).toMatch(/collection 'reader'/);
-    const store = t.kernel.container.get(BlobStore);
+    const store = t.kernel.services.get(BlobStore);
     const blobsOfBucket = async () => {
       const keys: string[] = [];
       for await (const b of store.list('')) if (b.key.includes(bucket.bucket_id)) keys.push(b.key);
@@ -106,7 +106,7 @@ describe('bucket isolation, scopes and lifecycle', () => {
     // The purge runs as a background task (this drain, or the kernel's own runner): wait for it.
     let left = await blobsOfBucket();
     for (let i = 0; i < 200 && left.length > 0; i++) {
-      await t.kernel.container.get(TaskQueue).drain();
+      await t.kernel.services.get(TaskQueue).drain();
       await new Promise((r) => setTimeout(r, 10));
       left = await blobsOfBucket();
     }
@@ -118,7 +118,7 @@ describe('bucket isolation, scopes and lifecycle', () => {
     const put = await fetch(upload.presigned_url, { method: 'PUT', body: 'too late' });
     expect(put.status).toBe(200);
     clock.advance(2 * 60 * 1000);
-    const tasks = t.kernel.container.get(TaskQueue);
+    const tasks = t.kernel.services.get(TaskQueue);
     const cleanup = await tasks.enqueue('uploads.cleanup', {});
     for (let i = 0; i < 200 && (await tasks.get(cleanup.task_id))?.status !== 'COMPLETED'; i++) {
       await tasks.drain();
@@ -136,8 +136,8 @@ describe('bucket isolation, scopes and lifecycle', () => {
     expect(obj.status).toBe(201);
     const ns = (await t.client().GET('/v1/namespaces/{name}', { params: { path: { name: 'doomed' } } })).data!;
     await t.client().DELETE('/v1/namespaces/{name}', { params: { path: { name: 'doomed' } } });
-    const tasks = t.kernel.container.get(TaskQueue);
-    const store = t.kernel.container.get(BlobStore);
+    const tasks = t.kernel.services.get(TaskQueue);
+    const store = t.kernel.services.get(BlobStore);
     let remaining = 1;
     for (let i = 0; i < 100 && remaining > 0; i++) {
       await tasks.drain();

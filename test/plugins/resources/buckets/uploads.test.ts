@@ -88,7 +88,7 @@ describe('uploads', () => {
     expect(accepted.body.status).toBe('PROCESSING');
     expect(accepted.body.task_id).toMatch(/^task_/);
 
-    await t.kernel.container.get(TaskQueue).drain();
+    await t.kernel.services.get(TaskQueue).drain();
     let state = (await api('GET', `/v1/buckets/files/uploads/${upload.upload_id}`)).body;
     for (let i = 0; i < 100 && state.status === 'PROCESSING'; i++) {
       await new Promise((r) => setTimeout(r, 50));
@@ -103,7 +103,7 @@ describe('uploads', () => {
     await put(upload.presigned_url, Buffer.from('abc'));
     const accepted = await api('POST', `/v1/buckets/files/uploads/${upload.upload_id}/confirm?async=true`, { file_size_bytes: 99 });
     expect(accepted.status).toBe(202);
-    await t.kernel.container.get(TaskQueue).drain();
+    await t.kernel.services.get(TaskQueue).drain();
     let state = (await api('GET', `/v1/buckets/files/uploads/${upload.upload_id}`)).body;
     for (let i = 0; i < 100 && state.status === 'PROCESSING'; i++) {
       await new Promise((r) => setTimeout(r, 50));
