@@ -32,6 +32,11 @@ import { buildHttpApp } from './http/server.js';
 import { operations, type OperationId } from './http/operations.js';
 import type { AnyHandler } from './http/handlers.js';
 import * as T from './tokens.js';
+import { ResourceIdentifiers as ResourceIdentifiersService } from './auth/resource-identifiers.js';
+import { ReferenceRegistry as ReferenceRegistryService } from './references.js';
+import { DatabaseTaskQueue, taskMigrations } from './tasks/task-queue.js';
+import { createBlobStore } from './blobs/index.js';
+import { signingSecret } from './secrets.js';
 
 export interface KernelOverrides {
   clock?: ClockShape;
@@ -56,6 +61,8 @@ export interface KernelCore {
 
 export interface Kernel {
   container: Container;
+  /** Typed access to the container's services. */
+  services: T.Services;
   config: ConfigShape;
   server: Server;
   port: number;
@@ -145,7 +152,22 @@ async function assembleCore(
   lifecycle.onShutdown('event bus', () => events.close());
   container.bind(T.EventBus).toConstantValue(events);
 
+  // Presigned URLs of the local blob store point at this API; its address is known once it listens.
+  const publicUrl = { current: config.publicUrl ?? `http://127.0.0.1:${config.port}` };
+  const secret = await signingSecret(config);
+  container.bind(T.BlobSigningSecret).toConstantValue(secret);
+  const blobs = createBlobStore({
+    localRoot: path.join(config.home, 'blobs'),
+    signingSecret: secret,
+    publicBaseUrl: () => publicUrl.current,
+    clock,
+    ...(config.s3 ? { s3: config.s3 } : {}),
+  });
+  container.bind(T.BlobStore).toConstantValue(blobs);
+  container.bind(T.PublicUrl).toConstantValue(publicUrl);
+
   const health = new HealthRegistryService();
+  health.register({ name: 'blob_store', kind: blobs.kind, required: true, probe: () => blobs.ping() });
   health.register({ name: 'database', kind: database.kind, required: true, probe: async () => void (await db.raw('select 1')) });
   health.register({ name: 'event_bus', kind: events.kind, required: true, probe: async () => void (await events.ping()) });
   container.bind(T.HealthRegistry).toConstantValue(health);
@@ -159,12 +181,15 @@ async function assembleCore(
   container.bind(T.AuditLog).toConstantValue(new AuditLogService(db, clock));
   container.bind(T.RateLimiter).toConstantValue(new RateLimiterService(clock));
   container.bind(T.RequestLog).toConstantValue(requestLog);
+  container.bind(T.ResourceIdentifiers).toConstantValue(new ResourceIdentifiersService());
+  container.bind(T.ReferenceRegistry).toConstantValue(new ReferenceRegistryService());
+  container.bind(T.TaskQueue).toConstantValue(new DatabaseTaskQueue(db, clock, log.child({ component: 'tasks' })));
 
   const services = T.servicesOf(container);
   for (const resource of registry.resources) resource.services?.(container, services);
 
   const migrationSets: MigrationSet[] = [
-    { owner: 'kernel', migrations: [...authMigrations, ...requestLogMigrations] },
+    { owner: 'kernel', migrations: [...authMigrations, ...requestLogMigrations, ...taskMigrations] },
     ...registry.resources.map((r) => ({ owner: r.name, migrations: r.migrations ?? [] })),
   ];
   const applied = await runMigrations(db, migrationSets);
@@ -208,7 +233,7 @@ async function serve(core: Core, options: KernelOptions): Promise<Kernel> {
   for (const resource of registry.resources) await resource.setup?.({ ...pluginContext, log: log.child({ plugin: resource.name }) });
 
   const handlers = collectHandlers(registry.resources);
-  const authorizer = new Authorizer(T.tryResolve(container, T.NamespaceResolver));
+  const authorizer = new Authorizer(T.tryResolve(container, T.NamespaceResolver), services.get(T.ResourceIdentifiers));
   const app = buildHttpApp({
     container,
     log,
@@ -224,12 +249,21 @@ async function serve(core: Core, options: KernelOptions): Promise<Kernel> {
     handlers,
   });
 
+  // Background tasks stop after the HTTP server has drained (shutdown hooks run in reverse).
+  const tasks = services.get(T.TaskQueue);
+  tasks.start();
+  lifecycle.onShutdown('task runner', () => tasks.stop());
+
   await lifecycle.start();
   const server = await listen(app, config.port, config.host);
   lifecycle.onShutdown('http server', () => closeServer(server, config.shutdownGraceMs));
   const port = (server.address() as AddressInfo).port;
+  if (!config.publicUrl) {
+    services.get(T.PublicUrl).current = `http://${config.host === '0.0.0.0' ? 'localhost' : config.host}:${port}`;
+  }
   return {
     container,
+    services,
     config,
     server,
     port,

@@ -37,6 +37,28 @@ export interface Config {
   shutdownGraceMs: number;
   /** Largest JSON body accepted. */
   jsonBodyLimit: string;
+  /** Largest file an upload (or a URL blob) may store; above it, 413. */
+  maxUploadBytes: number;
+  /** Base URL clients reach this API at, for presigned URLs; default http://localhost:<port>. */
+  publicUrl: string | undefined;
+  /** Secret for signing the local blob store's URLs; default a random one kept in `home/secrets`. */
+  signingSecret: string | undefined;
+  /** S3-compatible blob store; absent means the local folder `home/blobs`. */
+  s3: S3Settings | undefined;
+  /** Blob URLs (`url` sources) may point at private or loopback addresses only when this is on. */
+  allowPrivateUrlFetch: boolean;
+  urlFetchTimeoutMs: number;
+  /** How often unconfirmed uploads past their expiry are cleaned up (ms). */
+  uploadCleanupIntervalMs: number;
+}
+
+export interface S3Settings {
+  endpoint: string | undefined;
+  region: string;
+  bucket: string;
+  accessKeyId: string | undefined;
+  secretAccessKey: string | undefined;
+  forcePathStyle: boolean;
 }
 
 function int(value: string | undefined, fallback: number, name: string): number {
@@ -79,5 +101,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       .filter(Boolean),
     shutdownGraceMs: int(env.TESSERA_SHUTDOWN_GRACE_MS, 10_000, 'TESSERA_SHUTDOWN_GRACE_MS'),
     jsonBodyLimit: env.TESSERA_JSON_BODY_LIMIT ?? '1mb',
+    maxUploadBytes: int(env.TESSERA_MAX_UPLOAD_BYTES, 5 * 1024 ** 3, 'TESSERA_MAX_UPLOAD_BYTES'),
+    publicUrl: text(env.TESSERA_PUBLIC_URL)?.replace(/\/+$/, ''),
+    signingSecret: text(env.TESSERA_SIGNING_SECRET),
+    s3: text(env.S3_BUCKET)
+      ? {
+          endpoint: text(env.S3_ENDPOINT),
+          region: text(env.S3_REGION) ?? 'us-east-1',
+          bucket: text(env.S3_BUCKET)!,
+          accessKeyId: text(env.S3_ACCESS_KEY_ID),
+          secretAccessKey: text(env.S3_SECRET_ACCESS_KEY),
+          forcePathStyle: bool(env.S3_FORCE_PATH_STYLE, true),
+        }
+      : undefined,
+    allowPrivateUrlFetch: bool(env.TESSERA_ALLOW_PRIVATE_URL_FETCH, false),
+    urlFetchTimeoutMs: int(env.TESSERA_URL_FETCH_TIMEOUT_MS, 30_000, 'TESSERA_URL_FETCH_TIMEOUT_MS'),
+    uploadCleanupIntervalMs: int(env.TESSERA_UPLOAD_CLEANUP_INTERVAL_MS, 300_000, 'TESSERA_UPLOAD_CLEANUP_INTERVAL_MS'),
   };
 }

@@ -17,6 +17,10 @@ import type { NamespaceResolver as NamespaceResolverShape } from './auth/namespa
 import type { RequestLog as RequestLogShape } from './http/request-log.js';
 import type { HealthRegistry as HealthRegistryShape } from './health.js';
 import type { PluginRegistry as PluginRegistryShape } from './plugins.js';
+import type { ResourceIdentifiers as ResourceIdentifiersShape } from './auth/resource-identifiers.js';
+import type { ReferenceRegistry as ReferenceRegistryShape } from './references.js';
+import type { TaskQueue as TaskQueueShape } from './tasks/task-queue.js';
+import type { BlobStore as BlobStoreShape } from './blobs/blob-store.js';
 
 declare const tokenType: unique symbol;
 export type Token<T> = symbol & { readonly [tokenType]?: T };
@@ -63,3 +67,11 @@ export const HealthRegistry = createToken<HealthRegistryShape>('HealthRegistry')
 export const PluginRegistry = createToken<PluginRegistryShape>('PluginRegistry');
 /** The OpenAPI document as served and validated against. */
 export const ApiDocument = createToken<Record<string, unknown>>('ApiDocument');
+export const ResourceIdentifiers = createToken<ResourceIdentifiersShape>('ResourceIdentifiers');
+export const ReferenceRegistry = createToken<ReferenceRegistryShape>('ReferenceRegistry');
+export const TaskQueue = createToken<TaskQueueShape>('TaskQueue');
+export const BlobStore = createToken<BlobStoreShape>('BlobStore');
+/** The base URL clients reach this API at (set once the server listens, unless configured). */
+export const PublicUrl = createToken<{ current: string }>('PublicUrl');
+/** Signs and verifies the local blob store's presigned URLs. */
+export const BlobSigningSecret = createToken<Buffer>('BlobSigningSecret');

@@ -1,9 +1,11 @@
 /** Every built-in plugin, named once. The `tessera` entry point loads this list, then TESSERA_PLUGINS. */
 import apiKeys from './resources/api-keys/index.js';
 import auditLog from './resources/audit-log/index.js';
+import buckets from './resources/buckets/index.js';
 import health from './resources/health/index.js';
 import namespaces from './resources/namespaces/index.js';
+import storage from './resources/storage/index.js';
 import usage from './resources/usage/index.js';
 import users from './resources/users/index.js';
 
-export default [health, users, apiKeys, auditLog, usage, namespaces];
+export default [health, users, apiKeys, auditLog, usage, namespaces, buckets, storage];

@@ -21,6 +21,8 @@ interface OperationEntry {
   scope: Record<string, unknown> | null;
   /** Whether the operation reads `X-Namespace`, and whether it must be sent. */
   namespaceHeader: 'required' | 'optional' | null;
+  /** How the request body is read: parsed JSON, or a raw stream the handler consumes itself. */
+  body: 'json' | 'binary' | null;
   credits: number;
 }
 
@@ -71,6 +73,7 @@ function operationTable(doc: Doc): Record<string, OperationEntry> {
         public: isPublic,
         scope: (op['x-scope'] as Record<string, unknown> | undefined) ?? null,
         namespaceHeader: namespaceHeader(doc, [...shared, ...((op.parameters ?? []) as Parameter[])]),
+        body: op['x-body'] === 'binary' ? 'binary' : op.requestBody ? 'json' : null,
         credits: (op['x-credits'] as number | undefined) ?? 0,
       };
     }

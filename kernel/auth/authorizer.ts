@@ -8,6 +8,7 @@ import type { NamespaceResolver, ResolvedNamespace } from './namespaces.js';
 import { satisfies, strongestPermission } from './permissions.js';
 import { scopesAllow, type ResourceRef } from './scopes.js';
 import type { OperationSpec, ScopeRule } from '../http/operations.js';
+import type { ResourceIdentifiers } from './resource-identifiers.js';
 
 export interface AuthorizationInput {
   auth: AuthContext;
@@ -18,7 +19,10 @@ export interface AuthorizationInput {
 }
 
 export class Authorizer {
-  constructor(private readonly namespaces: NamespaceResolver | undefined) {}
+  constructor(
+    private readonly namespaces: NamespaceResolver | undefined,
+    private readonly identifiers: ResourceIdentifiers,
+  ) {}
 
   /** Checks the request and returns the namespace it runs in, if any. */
   async authorize(input: AuthorizationInput): Promise<ResolvedNamespace | null> {
@@ -52,12 +56,14 @@ export class Authorizer {
     const resource: ResourceRef = { type: rule.resource_type };
     const identifier = this.identifierOf(input, rule);
     if (identifier !== undefined) {
-      resource.identifiers = [identifier];
-      if (rule.resource_type === 'namespace' && rule.id_from?.startsWith('path.')) {
-        // A namespace path parameter may be a name or an id: the scope may name either.
-        const found = await this.resolver().resolve(input.auth.organizationId, identifier);
-        if (found) resource.identifiers = [found.id, found.name];
-      }
+      // The request may name the resource by id or by name; a scope may use either.
+      resource.identifiers = await this.identifiers.identifiersOf(rule.resource_type, {
+        organizationId: input.auth.organizationId,
+        namespace,
+        identifier,
+        source: rule.id_from!,
+        pathParams: input.pathParams,
+      });
     }
     if (rule.id_from === 'namespace' && namespace) resource.identifiers = [namespace.id, namespace.name];
     const allowed = scopesAllow(input.auth.scopes, {

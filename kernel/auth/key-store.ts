@@ -10,8 +10,9 @@ import { displayPrefix, hashKey, type KeyType } from './keys.js';
 import type { Permission } from './permissions.js';
 import type { ResourceScope } from './scopes.js';
 
-export type StoredKeyStatus = 'active' | 'revoked';
-export type KeyStatus = StoredKeyStatus | 'expired';
+/** `expired` is written once a new key takes an expired key's name; until then expiry is computed. */
+export type StoredKeyStatus = 'active' | 'revoked' | 'expired';
+export type KeyStatus = StoredKeyStatus;
 
 export interface KeyRecord {
   key_id: string;
@@ -66,7 +67,7 @@ export type KeyChanges = Partial<
 const JSON_COLUMNS = ['permissions', 'scopes', 'allowed_origins'] as const;
 
 export function keyStatus(key: Pick<KeyRecord, 'status' | 'expires_at'>, now: Date): KeyStatus {
-  if (key.status === 'revoked') return 'revoked';
+  if (key.status !== 'active') return key.status;
   if (key.expires_at && key.expires_at.getTime() <= now.getTime()) return 'expired';
   return 'active';
 }
@@ -166,13 +167,25 @@ export class KeyStore {
       .where({ 'k.organization_id': organizationId, 'k.user_id': userId })
       .whereNot('k.key_type', 'session')
       .orderBy([{ column: 'k.created_at', order: 'asc' }, { column: 'k.key_id', order: 'asc' }]);
-    if (!includeRevoked) query.where('k.status', 'active');
+    if (!includeRevoked) query.whereNot('k.status', 'revoked');
     return (await query) as KeyRecord[];
   }
 
   async listActiveIdsForUser(db: Knex, organizationId: string, userId: string): Promise<KeyRecord[]> {
     return (await this.selectKeys(db)
       .where({ 'k.organization_id': organizationId, 'k.user_id': userId, 'k.status': 'active' })) as KeyRecord[];
+  }
+
+  /**
+   * Names are unique among active keys; an expired key still holds its name in the unique index until it
+   * is marked expired here, which frees the name for a new key.
+   */
+  async retireExpiredName(db: Knex, organizationId: string, userId: string, name: string): Promise<void> {
+    const now = this.clock.now();
+    await db('api_keys')
+      .where({ organization_id: organizationId, user_id: userId, name, status: 'active' })
+      .where('expires_at', '<=', now)
+      .update({ status: 'expired', updated_at: now });
   }
 
   async update(db: Knex, organizationId: string, keyId: string, changes: KeyChanges): Promise<KeyRecord> {

@@ -33,7 +33,13 @@ type ErrorBody = components['schemas']['ErrorResponse'] | components['schemas'][
 export type HandlerReply<K extends OperationId> = {
   [S in keyof Op<K>['responses'] & number]: JsonOf<Op<K>['responses'][S]> extends ErrorBody
     ? never
-    : { status: S; body: JsonOf<Op<K>['responses'][S]>; headers?: Record<string, string> };
+    : {
+        status: S;
+        body: JsonOf<Op<K>['responses'][S]>;
+        headers?: Record<string, string>;
+        /** For binary responses: streamed to the client instead of a JSON body. */
+        stream?: NodeJS.ReadableStream;
+      };
 }[keyof Op<K>['responses'] & number];
 
 export interface HandlerInput<K extends OperationId> {
@@ -56,6 +62,7 @@ export interface AnyReply {
   status: number;
   body: unknown;
   headers?: Record<string, string>;
+  stream?: NodeJS.ReadableStream;
 }
 
 export type AnyHandler = (input: {

@@ -23,6 +23,8 @@ export interface OperationSpec {
   public: boolean;
   scope: ScopeRule | null;
   namespaceHeader: 'required' | 'optional' | null;
+  /** `binary` bodies are streamed to the handler unparsed and skip schema validation of the body. */
+  body: 'json' | 'binary' | null;
   credits: number;
 }
 
@@ -69,6 +71,12 @@ export class OperationMatcher {
       route.byMethod.set(spec.method.toUpperCase(), spec);
     }
     this.routes = [...byPath.values()].sort((a, b) => b.literalLength - a.literalLength);
+  }
+
+  /** Every operation declared on the path that matches, whatever its method. */
+  operationsAt(path: string): OperationSpec[] {
+    const route = this.routes.find((r) => r.regex.test(path));
+    return route ? [...route.byMethod.values()] : [];
   }
 
   match(method: string, path: string): RouteMatch {

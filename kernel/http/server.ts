@@ -3,6 +3,7 @@
  * (key + allowed origin) → JSON body → OpenAPI validation (422) → authorize (permission, X-Namespace,
  * scopes) → rate limit → the handler registered for the operationId → JSON. Errors map once, at the end.
  */
+import { pipeline } from 'node:stream/promises';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
 import type { Container } from 'inversify';
@@ -95,20 +96,23 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
     next();
   });
 
-  // 3. Body and OpenAPI validation. A request with no body at all where one is required is a 422 like any
-  // other missing field (the validator would call it an unsupported media type).
+  // 3. Body and OpenAPI validation. Binary operations (blob PUT/GET) stream their bodies themselves. A JSON
+  // request with no body at all where one is required is a 422 like any other missing field (the validator
+  // would call it an unsupported media type).
   const bodyRequired = operationsRequiringBody(deps.apiDocument);
+  const json = express.json({ limit: deps.jsonBodyLimit });
   app.use((req: Request, res: Response, next: NextFunction) => {
     const operation = contextOf(res).operation!;
+    if (operation.body === 'binary') return next();
     const empty = req.get('content-type') === undefined && !req.get('transfer-encoding') && Number(req.get('content-length') ?? 0) === 0;
     if (empty && bodyRequired.has(operation.operationId)) {
       throw new RequestValidationError([{ loc: ['body'], msg: 'A JSON request body is required', type: 'missing' }]);
     }
-    next();
+    json(req, res, next);
   });
-  app.use(express.json({ limit: deps.jsonBodyLimit }));
   app.use(
     OpenApiValidator.middleware({
+      ignorePaths: (path: string) => matcher.operationsAt(path).some((op) => op.body === 'binary'),
       apiSpec: structuredClone(deps.apiDocument) as never,
       validateApiSpec: true,
       validateRequests: { allowUnknownQueryParameters: false, coerceTypes: false, removeAdditional: false },
@@ -175,7 +179,8 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
     });
     for (const [name, value] of Object.entries(reply.headers ?? {})) res.setHeader(name, value);
     res.status(reply.status);
-    if (reply.body === undefined) res.end();
+    if (reply.stream) await pipeline(reply.stream, res);
+    else if (reply.body === undefined) res.end();
     else res.json(reply.body);
   });
 

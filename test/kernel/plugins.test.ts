@@ -84,7 +84,7 @@ describe('PluginRegistry', () => {
   it('registers every built-in plugin', () => {
     const registry = new PluginRegistry();
     for (const plugin of builtins) registry.add(plugin, 'builtin');
-    expect(registry.resources.map((r) => r.name).sort()).toEqual(['api-keys', 'audit-log', 'health', 'namespaces', 'usage', 'users']);
+    expect(registry.resources.map((r) => r.name).sort()).toEqual(['api-keys', 'audit-log', 'buckets', 'health', 'namespaces', 'storage', 'usage', 'users']);
   });
 
   it('rejects a duplicate resource name, naming where the duplicate came from', () => {

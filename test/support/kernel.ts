@@ -4,6 +4,9 @@
  * PostgreSQL database; the in-process bus unless NATS_URL is set, in which case a private NATS stream.
  */
 import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { inject } from 'vitest';
 import pg from 'pg';
 import type { Logger } from 'pino';
@@ -74,8 +77,12 @@ export async function startTestKernel(options: TestKernelOptions = {}): Promise<
   const adminEmail = 'owner@example.test';
   const cleanups: Array<() => Promise<void>> = [];
   const base = loadConfig({});
+  // Each kernel keeps its blobs and secrets in a folder of its own, removed when it stops.
+  const home = await mkdtemp(path.join(os.tmpdir(), 'tessera-test-'));
+  cleanups.push(() => rm(home, { recursive: true, force: true }));
   const config: Config = {
     ...base,
+    home,
     port: 0,
     host: '127.0.0.1',
     adminKey,

@@ -6,7 +6,16 @@ import type { RequestContext } from '../../../kernel/http/context.js';
 import { callerOf } from '../../../kernel/http/handlers.js';
 import { isoOrNull } from '../../../kernel/http/values.js';
 import { defineResource } from '../../../kernel/plugins.js';
-import { AuditLog, Clock, DatabaseHandle, EventBus, KeyStore, TenantStore, createToken } from '../../../kernel/tokens.js';
+import {
+  AuditLog,
+  Clock,
+  DatabaseHandle,
+  EventBus,
+  KeyStore,
+  ResourceIdentifiers,
+  TenantStore,
+  createToken,
+} from '../../../kernel/tokens.js';
 import { ApiKeyService, type Caller } from './service.js';
 import { toApiKey } from './serialize.js';
 
@@ -31,6 +40,23 @@ export default defineResource({
       ),
     );
   },
+  setup: ({ services }) => {
+    const keys = services.get(KeyStore);
+    const tenants = services.get(TenantStore);
+    // Scopes on api_key may name a key by its key_id or its name.
+    services.get(ResourceIdentifiers).register('api_key', async ({ organizationId, identifier, source, pathParams }) => {
+      if (source === 'path.key_id') {
+        const key = await keys.findById(organizationId, identifier);
+        return key ? [key.key_id, key.name] : undefined;
+      }
+      if (source === 'path.key_name' && pathParams.user_email) {
+        const user = await tenants.findUser(organizationId, pathParams.user_email);
+        const key = user ? await keys.findByName(organizationId, user.user_id, identifier) : undefined;
+        return key ? [key.key_id, key.name] : undefined;
+      }
+      return undefined;
+    });
+  },
   handlers: {
     createApiKey: async ({ params, body, ctx, services }) => {
       const { key, plaintext } = await services.get(ApiKeys).create(callerFrom(ctx), params.user_email, body);
@@ -38,7 +64,16 @@ export default defineResource({
     },
 
     listApiKeys: async ({ params, query, ctx, services }) => {
-      const keys = await services.get(ApiKeys).list(callerOf(ctx).organizationId, params.user_email, query.include_revoked ?? false);
+      const caller = callerOf(ctx);
+      const all = await services.get(ApiKeys).list(caller.organizationId, params.user_email, query.include_revoked ?? false);
+      // A key scoped to some keys lists only those.
+      const keys = all.filter((k) =>
+        scopesAllow(caller.scopes, {
+          organizationId: caller.organizationId,
+          resource: { type: 'api_key', identifiers: [k.key_id, k.name] },
+          operation: 'manage_permissions',
+        }),
+      );
       const now = services.get(Clock).now();
       return { status: 200, body: { results: keys.map((k) => toApiKey(k, now)), total: keys.length } };
     },

@@ -78,6 +78,7 @@ export class ApiKeyService {
     const plaintext = generateKeySecret(keyType);
     const key = await this.uniqueName(settings.name, () =>
       this.db.transaction(async (trx) => {
+        await this.keys.retireExpiredName(trx, caller.organizationId, user.user_id, settings.name);
         const created = await this.keys.insert(trx, {
           organizationId: caller.organizationId,
           userId: user.user_id,
@@ -229,7 +230,9 @@ export class ApiKeyService {
     });
   }
 
+  /** After the change committed: drop the key from this process's cache, then tell the others. */
   private announce(type: string, key: KeyRecord): Promise<void> {
+    this.keys.evict(key.key_id);
     return this.events.publish({
       type,
       organization_id: key.organization_id,

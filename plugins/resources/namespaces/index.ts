@@ -8,7 +8,17 @@ import { callerOf } from '../../../kernel/http/handlers.js';
 import type { RequestContext } from '../../../kernel/http/context.js';
 import { iso } from '../../../kernel/http/values.js';
 import { defineResource } from '../../../kernel/plugins.js';
-import { AuditLog, Clock, Config, DatabaseHandle, EventBus, Lifecycle, NamespaceResolver, createToken } from '../../../kernel/tokens.js';
+import {
+  AuditLog,
+  Clock,
+  Config,
+  DatabaseHandle,
+  EventBus,
+  Lifecycle,
+  NamespaceResolver,
+  ResourceIdentifiers,
+  createToken,
+} from '../../../kernel/tokens.js';
 import { namespaceMigrations } from './migrations.js';
 import { NamespaceService } from './service.js';
 import { CachedNamespaceResolver, NamespaceStore, type NamespaceRow } from './store.js';
@@ -50,8 +60,13 @@ export default defineResource({
     );
   },
   setup: ({ services }) => {
-    const unsubscribe = services.get(Resolver).listen(services.get(EventBus));
+    const resolver = services.get(Resolver);
+    const unsubscribe = resolver.listen(services.get(EventBus));
     services.get(Lifecycle).onShutdown('namespace cache subscription', unsubscribe);
+    services.get(ResourceIdentifiers).register('namespace', async ({ organizationId, identifier }) => {
+      const found = await resolver.resolve(organizationId, identifier);
+      return found ? [found.id, found.name] : undefined;
+    });
   },
   handlers: {
     createNamespace: async ({ body, ctx, services }) => {

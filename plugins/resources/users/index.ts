@@ -4,7 +4,17 @@ import { callerOf } from '../../../kernel/http/handlers.js';
 import type { RequestContext } from '../../../kernel/http/context.js';
 import { iso } from '../../../kernel/http/values.js';
 import { defineResource } from '../../../kernel/plugins.js';
-import { AuditLog, Clock, DatabaseHandle, EventBus, KeyStore, TenantStore, createToken } from '../../../kernel/tokens.js';
+import { scopesAllow } from '../../../kernel/auth/scopes.js';
+import {
+  AuditLog,
+  Clock,
+  DatabaseHandle,
+  EventBus,
+  KeyStore,
+  ResourceIdentifiers,
+  TenantStore,
+  createToken,
+} from '../../../kernel/tokens.js';
 import { UserService, type UserWithKeys } from './service.js';
 
 const Users = createToken<UserService>('users.UserService');
@@ -39,6 +49,14 @@ export default defineResource({
       ),
     );
   },
+  setup: ({ services }) => {
+    const tenants = services.get(TenantStore);
+    // Scopes on user may name a user by user_id or email.
+    services.get(ResourceIdentifiers).register('user', async ({ organizationId, identifier }) => {
+      const user = await tenants.findUser(organizationId, identifier);
+      return user ? [user.user_id, user.email] : undefined;
+    });
+  },
   handlers: {
     createUser: async ({ body, ctx, services }) => {
       const user = await services.get(Users).create(callerOf(ctx).organizationId, actorOf(ctx), body);
@@ -47,8 +65,18 @@ export default defineResource({
     listUsers: async ({ query, ctx, services }) => {
       const limit = query.limit ?? 100;
       const offset = query.offset ?? 0;
-      const { rows, total } = await services.get(Users).list(callerOf(ctx).organizationId, limit, offset);
-      return { status: 200, body: { results: rows.map(toUser), total, limit, offset } };
+      const caller = callerOf(ctx);
+      const { rows, total } = await services.get(Users).list(caller.organizationId, limit, offset);
+      if (caller.scopes.length === 0) return { status: 200, body: { results: rows.map(toUser), total, limit, offset } };
+      // A key scoped to some users lists only those.
+      const visible = rows.filter((u) =>
+        scopesAllow(caller.scopes, {
+          organizationId: caller.organizationId,
+          resource: { type: 'user', identifiers: [u.user_id, u.email] },
+          operation: 'manage_permissions',
+        }),
+      );
+      return { status: 200, body: { results: visible.map(toUser), total: visible.length, limit, offset } };
     },
     getUser: async ({ params, ctx, services }) => {
       return { status: 200, body: toUser(await services.get(Users).get(callerOf(ctx).organizationId, params.user_email)) };

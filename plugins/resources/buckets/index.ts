@@ -1,0 +1,226 @@
+/**
+ * Buckets, their objects and uploads: every object's blobs live in the BlobStore, its row in the
+ * database. Namespace-scoped: every route resolves X-Namespace first (the kernel does).
+ */
+import { parseFilter } from '../../../kernel/filters/filter.js';
+import type { RequestContext } from '../../../kernel/http/context.js';
+import { callerOf } from '../../../kernel/http/handlers.js';
+import { defineResource } from '../../../kernel/plugins.js';
+import {
+  BlobStore,
+  Clock,
+  Config,
+  DatabaseHandle,
+  EventBus,
+  Lifecycle,
+  ReferenceRegistry,
+  ResourceIdentifiers,
+  TaskQueue,
+  createToken,
+  type Services,
+} from '../../../kernel/tokens.js';
+import { BucketStore, type BucketRow, type Scope } from './bucket-store.js';
+import { BucketService, PURGE_BLOBS_TASK } from './bucket-service.js';
+import { BlobIngest } from './ingest.js';
+import { bucketMigrations } from './migrations.js';
+import { ObjectService } from './object-service.js';
+import { ObjectStore, type SortField } from './object-store.js';
+import { toBucket, toConfirmation, toObject, toUpload } from './serialize.js';
+import { CLEANUP_TASK, CONFIRM_TASK, UploadService } from './upload-service.js';
+import { UploadStore } from './upload-store.js';
+
+const Buckets = createToken<BucketService>('buckets.BucketService');
+const Objects = createToken<ObjectService>('buckets.ObjectService');
+const Uploads = createToken<UploadService>('buckets.UploadService');
+const Stores = createToken<{ buckets: BucketStore; objects: ObjectStore; uploads: UploadStore }>('buckets.Stores');
+const PURGE_NAMESPACE_TASK = 'buckets.purge_namespace';
+
+function scopeOf(ctx: RequestContext): Scope {
+  const caller = callerOf(ctx);
+  if (!ctx.namespace) throw new Error('bucket routes declare X-Namespace as required');
+  return { organizationId: caller.organizationId, namespaceId: ctx.namespace.id };
+}
+
+function bucketOf(ctx: RequestContext, services: Services, identifier: string): Promise<BucketRow> {
+  return services.get(Buckets).get(scopeOf(ctx), identifier);
+}
+
+const creator = (ctx: RequestContext) => callerOf(ctx).userEmail;
+
+export default defineResource({
+  name: 'buckets',
+  migrations: bucketMigrations,
+  services: (container, services) => {
+    const config = services.get(Config);
+    const db = services.get(DatabaseHandle).db;
+    const blobs = services.get(BlobStore);
+    const events = services.get(EventBus);
+    const clock = services.get(Clock);
+    const tasks = services.get(TaskQueue);
+    const bucketStore = new BucketStore(db);
+    const objectStore = new ObjectStore(db);
+    const uploadStore = new UploadStore(db);
+    const ingest = new BlobIngest(blobs, {
+      maxBytes: config.maxUploadBytes,
+      allowPrivateUrls: config.allowPrivateUrlFetch,
+      urlTimeoutMs: config.urlFetchTimeoutMs,
+    });
+    const objects = new ObjectService(db, bucketStore, objectStore, ingest, blobs, events, clock);
+    container.bind(Stores).toConstantValue({ buckets: bucketStore, objects: objectStore, uploads: uploadStore });
+    container.bind(Buckets).toConstantValue(new BucketService(db, bucketStore, services.get(ReferenceRegistry), tasks, events, clock));
+    container.bind(Objects).toConstantValue(objects);
+    container.bind(Uploads).toConstantValue(
+      new UploadService(uploadStore, objects, objectStore, ingest, blobs, tasks, events, clock, config.maxUploadBytes),
+    );
+  },
+
+  setup: ({ services, log }) => {
+    const tasks = services.get(TaskQueue);
+    const blobs = services.get(BlobStore);
+    const stores = services.get(Stores);
+    const db = services.get(DatabaseHandle).db;
+
+    services.get(ResourceIdentifiers).register('bucket', async ({ organizationId, namespace, identifier }) => {
+      if (!namespace) return undefined;
+      const bucket = await stores.buckets.find({ organizationId, namespaceId: namespace.id }, identifier);
+      return bucket ? [bucket.bucket_id, bucket.bucket_name] : undefined;
+    });
+
+    tasks.register(CONFIRM_TASK, async ({ task }) =>
+      services.get(Uploads).confirmInBackground(String(task.payload.upload_id), (upload) =>
+        stores.buckets.find({ organizationId: upload.organization_id, namespaceId: upload.namespace_id }, upload.bucket_id),
+      ),
+    );
+    tasks.register(CLEANUP_TASK, async ({ log: taskLog }) => ({ cleaned: await services.get(Uploads).cleanupExpired(taskLog) }));
+    tasks.register(PURGE_BLOBS_TASK, async ({ task }) => ({ deleted: await blobs.deletePrefix(String(task.payload.prefix)) }));
+    tasks.register(PURGE_NAMESPACE_TASK, async ({ task }) => {
+      const { organization_id: organizationId, namespace_id: namespaceId } = task.payload as { organization_id: string; namespace_id: string };
+      const removed = await db('buckets').where({ organization_id: organizationId, namespace_id: namespaceId }).delete();
+      const deleted = await blobs.deletePrefix(`${organizationId}/${namespaceId}/`);
+      return { buckets: removed, blobs: deleted };
+    });
+
+    // A deleted namespace takes its buckets, objects, uploads and blobs with it.
+    const unsubscribe = services.get(EventBus).subscribe('namespace.deleted', async (event) => {
+      const namespaceId = event.data.namespace_id;
+      if (typeof namespaceId !== 'string') return;
+      await tasks.enqueue(
+        PURGE_NAMESPACE_TASK,
+        { organization_id: event.organization_id, namespace_id: namespaceId },
+        { organizationId: event.organization_id, dedupeKey: `purge-ns:${namespaceId}` },
+      );
+    });
+    const lifecycle = services.get(Lifecycle);
+    lifecycle.onShutdown('buckets: namespace subscription', unsubscribe);
+
+    const interval = services.get(Config).uploadCleanupIntervalMs;
+    if (interval > 0) {
+      const timer = setInterval(() => {
+        tasks.enqueue(CLEANUP_TASK, {}, { dedupeKey: CLEANUP_TASK }).catch((err: unknown) => log.error({ err }, 'could not schedule upload cleanup'));
+      }, interval);
+      timer.unref();
+      lifecycle.onShutdown('buckets: upload cleanup timer', () => clearInterval(timer));
+    }
+  },
+
+  handlers: {
+    createBucket: async ({ body, ctx, services }) => {
+      const row = await services.get(Buckets).create(scopeOf(ctx), creator(ctx), body);
+      return { status: 201, body: toBucket(row) };
+    },
+    listBuckets: async ({ query, ctx, services }) => {
+      const limit = query.limit ?? 100;
+      const offset = query.offset ?? 0;
+      const rows = await services.get(Buckets).list(scopeOf(ctx), query.search);
+      const page = rows.slice(offset, offset + limit);
+      return { status: 200, body: { results: page.map(toBucket), total: rows.length, limit, offset, has_next: offset + limit < rows.length } };
+    },
+    getBucket: async ({ params, ctx, services }) => ({ status: 200, body: toBucket(await bucketOf(ctx, services, params.bucket_identifier)) }),
+    updateBucket: async ({ params, body, ctx, services }) => {
+      const row = await services.get(Buckets).update(scopeOf(ctx), params.bucket_identifier, body);
+      return { status: 200, body: toBucket(row) };
+    },
+    deleteBucket: async ({ params, query, ctx, services }) => {
+      const { bucket, objectsDeleted } = await services.get(Buckets).delete(scopeOf(ctx), params.bucket_identifier, query.force ?? false);
+      return { status: 200, body: { bucket_id: bucket.bucket_id, bucket_name: bucket.bucket_name, deleted: true, objects_deleted: objectsDeleted } };
+    },
+
+    createObject: async ({ params, body, ctx, services }) => {
+      const bucket = await bucketOf(ctx, services, params.bucket_identifier);
+      const row = await services.get(Objects).create(bucket, creator(ctx), body);
+      return { status: 201, body: await toObject(row, services.get(BlobStore), false) };
+    },
+    listObjects: async ({ params, query, ctx, services }) => {
+      const bucket = await bucketOf(ctx, services, params.bucket_identifier);
+      const { rows, nextCursor } = await services.get(Stores).objects.list({
+        bucketId: bucket.bucket_id,
+        organizationId: bucket.organization_id,
+        sort: 'created_at',
+        direction: 'desc',
+        limit: query.limit ?? 100,
+        ...(query.prefix ? { prefix: query.prefix } : {}),
+        ...(query.cursor ? { cursor: query.cursor } : {}),
+      });
+      const blobs = services.get(BlobStore);
+      const results = await Promise.all(rows.map((r) => toObject(r, blobs, query.return_presigned_urls ?? false)));
+      return { status: 200, body: { results, has_next: nextCursor !== null, next_cursor: nextCursor } };
+    },
+    searchObjects: async ({ params, body, ctx, services }) => {
+      const bucket = await bucketOf(ctx, services, params.bucket_identifier);
+      const { rows, nextCursor } = await services.get(Stores).objects.list({
+        bucketId: bucket.bucket_id,
+        organizationId: bucket.organization_id,
+        sort: (body.sort?.field ?? 'created_at') as SortField,
+        direction: body.sort?.direction ?? 'desc',
+        limit: body.limit ?? 100,
+        ...(body.filters ? { filter: parseFilter(body.filters) } : {}),
+        ...(body.prefix ? { prefix: body.prefix } : {}),
+        ...(body.cursor ? { cursor: body.cursor } : {}),
+      });
+      const blobs = services.get(BlobStore);
+      const results = await Promise.all(rows.map((r) => toObject(r, blobs, body.return_presigned_urls ?? false)));
+      return { status: 200, body: { results, has_next: nextCursor !== null, next_cursor: nextCursor } };
+    },
+    getObject: async ({ params, query, ctx, services }) => {
+      const bucket = await bucketOf(ctx, services, params.bucket_identifier);
+      const row = await services.get(Objects).get(bucket, params.object_id);
+      return { status: 200, body: await toObject(row, services.get(BlobStore), query.return_presigned_urls ?? true) };
+    },
+    updateObject: async ({ params, body, ctx, services }) => {
+      const bucket = await bucketOf(ctx, services, params.bucket_identifier);
+      const row = await services.get(Objects).updateMetadata(bucket, params.object_id, body.metadata);
+      return { status: 200, body: await toObject(row, services.get(BlobStore), false) };
+    },
+    deleteObject: async ({ params, ctx, services }) => {
+      const bucket = await bucketOf(ctx, services, params.bucket_identifier);
+      const row = await services.get(Objects).delete(bucket, params.object_id);
+      return { status: 200, body: { object_id: row.object_id, deleted: true } };
+    },
+
+    createUpload: async ({ params, body, ctx, services }) => {
+      const bucket = await bucketOf(ctx, services, params.bucket_identifier);
+      const { upload, presigned } = await services.get(Uploads).create(bucket, creator(ctx), body);
+      return { status: 201, body: toUpload(upload, presigned) };
+    },
+    listUploads: async ({ params, query, ctx, services }) => {
+      const bucket = await bucketOf(ctx, services, params.bucket_identifier);
+      const { rows, nextCursor } = await services.get(Stores).uploads.list(
+        bucket.bucket_id,
+        query.status as Parameters<UploadStore['list']>[1],
+        query.limit ?? 100,
+        query.cursor,
+      );
+      return { status: 200, body: { results: rows.map((r) => toUpload(r)), has_next: nextCursor !== null, next_cursor: nextCursor } };
+    },
+    getUpload: async ({ params, ctx, services }) => {
+      const bucket = await bucketOf(ctx, services, params.bucket_identifier);
+      return { status: 200, body: toUpload(await services.get(Uploads).get(bucket, params.upload_id)) };
+    },
+    confirmUpload: async ({ params, query, body, ctx, services }) => {
+      const bucket = await bucketOf(ctx, services, params.bucket_identifier);
+      const async = query.async ?? false;
+      const row = await services.get(Uploads).confirm(bucket, params.upload_id, body ?? {}, async);
+      return async ? { status: 202, body: toConfirmation(row) } : { status: 200, body: toConfirmation(row) };
+    },
+  },
+});

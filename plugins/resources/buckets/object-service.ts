@@ -1,0 +1,198 @@
+/**
+ * Objects: metadata checked against the bucket schema, blobs stored and described, bucket totals kept
+ * in the same transaction as the row, blobs removed when the object goes, events after each change.
+ */
+import type { Knex } from 'knex';
+import type { BlobStore } from '../../../kernel/blobs/blob-store.js';
+import type { Clock } from '../../../kernel/clock.js';
+import { ConflictError, InputError, NotFoundError, RequestValidationError } from '../../../kernel/errors.js';
+import type { EventBus } from '../../../kernel/events/event-bus.js';
+import { newId } from '../../../kernel/ids.js';
+import { isUniqueViolation } from '../../../kernel/http/values.js';
+import type { BucketRow, BucketStore } from './bucket-store.js';
+import { blobPrefix } from './bucket-service.js';
+import { checkBlobInputs, type BlobIngest, type BlobInput, type StoredBlob } from './ingest.js';
+import type { ObjectRow, ObjectStore } from './object-store.js';
+import { checkObject, type PropertyType } from './schema.js';
+import type { UploadRow } from './upload-store.js';
+
+export interface ObjectInput {
+  key?: string;
+  blobs?: BlobInput[];
+  metadata?: Record<string, unknown>;
+}
+
+export class ObjectService {
+  constructor(
+    private readonly db: Knex,
+    private readonly buckets: BucketStore,
+    private readonly objects: ObjectStore,
+    private readonly ingest: BlobIngest,
+    private readonly blobs: BlobStore,
+    private readonly events: EventBus,
+    private readonly clock: Clock,
+  ) {}
+
+  async get(bucket: BucketRow, objectId: string): Promise<ObjectRow> {
+    const row = await this.objects.find(bucket.organization_id, bucket.bucket_id, objectId);
+    if (!row) throw new NotFoundError(`Object '${objectId}' not found in bucket '${bucket.bucket_name}'`, { object_id: objectId });
+    return row;
+  }
+
+  async create(bucket: BucketRow, createdBy: string | null, input: ObjectInput): Promise<ObjectRow> {
+    const blobs = input.blobs ?? [];
+    const metadata = input.metadata ?? {};
+    const problems = [
+      ...checkBlobInputs(blobs),
+      ...checkObject(bucket.schema, metadata, blobs.map((b) => b.property), { metadata: ['body', 'metadata'], blobs: ['body', 'blobs'] }),
+    ];
+    if (problems.length > 0) throw new RequestValidationError(problems);
+    const objectId = newId('obj');
+    const key = input.key ?? objectId;
+    if (await this.objects.keyTaken(bucket.bucket_id, key)) {
+      throw new ConflictError(`An object with key '${key}' already exists in this bucket`, { key });
+    }
+
+    const stored: StoredBlob[] = [];
+    const uploads: UploadRow[] = [];
+    try {
+      for (const [index, blob] of blobs.entries()) {
+        const declared = bucket.schema.properties[blob.property]?.type as PropertyType | undefined;
+        if (blob.upload_id !== undefined) {
+          const upload = await this.finishedUpload(bucket, blob.upload_id, index);
+          uploads.push(upload);
+          stored.push(await this.describeUpload(upload, blob.property, declared, index));
+        } else {
+          stored.push(await this.ingest.store(blob, `${blobPrefix(bucket)}${objectId}/${blob.property}`, declared, index));
+        }
+      }
+      return await this.insert(bucket, { objectId, key, metadata, blobs: stored, createdBy, uploads });
+    } catch (err) {
+      // Nothing half-made stays behind: blobs this request stored are removed (uploads keep theirs).
+      await Promise.allSettled(stored.filter((b) => b.source !== 'upload').map((b) => this.blobs.delete(b.storage_key)));
+      throw err;
+    }
+  }
+
+  /** Creates the object of a confirmed upload (the upload's blob becomes the object's). */
+  async createFromUpload(bucket: BucketRow, upload: UploadRow, contentType: string, trxHook?: (trx: Knex, object: ObjectRow) => Promise<void>): Promise<ObjectRow> {
+    const info = await this.blobs.ensureDigests(upload.storage_key);
+    const declared = bucket.schema.properties[upload.property]?.type as PropertyType | undefined;
+    const blob = this.ingest.describe(upload.property, upload.storage_key, info, contentType, declared, 0, {
+      source: 'upload',
+      sourceUrl: null,
+      filename: upload.filename,
+      uploadId: upload.upload_id,
+    });
+    return this.insert(bucket, {
+      objectId: newId('obj'),
+      key: upload.object_key,
+      metadata: upload.metadata,
+      blobs: [blob],
+      createdBy: upload.created_by,
+      uploads: [],
+      ...(trxHook ? { trxHook } : {}),
+    });
+  }
+
+  private async insert(
+    bucket: BucketRow,
+    o: {
+      objectId: string;
+      key: string | null;
+      metadata: Record<string, unknown>;
+      blobs: StoredBlob[];
+      createdBy: string | null;
+      uploads: UploadRow[];
+      trxHook?: (trx: Knex, object: ObjectRow) => Promise<void>;
+    },
+  ): Promise<ObjectRow> {
+    const now = this.clock.now();
+    const row: ObjectRow = {
+      object_id: o.objectId,
+      organization_id: bucket.organization_id,
+      namespace_id: bucket.namespace_id,
+      bucket_id: bucket.bucket_id,
+      key: o.key ?? o.objectId,
+      metadata: o.metadata,
+      blobs: o.blobs,
+      size_bytes: o.blobs.reduce((sum, b) => sum + b.size_bytes, 0),
+      created_by: o.createdBy,
+      created_at: now,
+      updated_at: now,
+    };
+    try {
+      await this.db.transaction(async (trx) => {
+        await this.objects.insert(trx, row);
+        await this.buckets.adjustTotals(trx, bucket.bucket_id, 1, row.size_bytes);
+        for (const upload of o.uploads) {
+          const claimed = await trx('uploads').where({ upload_id: upload.upload_id }).whereNull('object_id').update({ object_id: row.object_id });
+          if (claimed !== 1) throw new ConflictError(`Upload '${upload.upload_id}' already belongs to another object`);
+        }
+        await o.trxHook?.(trx, row);
+      });
+    } catch (err) {
+      if (isUniqueViolation(err)) throw new ConflictError(`An object with key '${row.key}' already exists in this bucket`, { key: row.key });
+      throw err;
+    }
+    await this.events.publish({
+      type: 'object.created',
+      organization_id: row.organization_id,
+      data: { object_id: row.object_id, bucket_id: row.bucket_id, namespace_id: row.namespace_id, key: row.key, size_bytes: row.size_bytes },
+    });
+    return row;
+  }
+
+  async updateMetadata(bucket: BucketRow, objectId: string, metadata: Record<string, unknown>): Promise<ObjectRow> {
+    const before = await this.get(bucket, objectId);
+    const problems = checkObject(bucket.schema, metadata, before.blobs.map((b) => b.property), {
+      metadata: ['body', 'metadata'],
+      blobs: ['body', 'blobs'],
+    });
+    if (problems.length > 0) throw new RequestValidationError(problems);
+    const at = this.clock.now();
+    await this.objects.updateMetadata(this.db, objectId, metadata, at);
+    await this.events.publish({
+      type: 'object.updated',
+      organization_id: bucket.organization_id,
+      data: { object_id: objectId, bucket_id: bucket.bucket_id, namespace_id: bucket.namespace_id },
+    });
+    return { ...before, metadata, updated_at: at };
+  }
+
+  async delete(bucket: BucketRow, objectId: string): Promise<ObjectRow> {
+    const row = await this.get(bucket, objectId);
+    await this.db.transaction(async (trx) => {
+      await this.objects.delete(trx, row.object_id);
+      await this.buckets.adjustTotals(trx, bucket.bucket_id, -1, -row.size_bytes);
+    });
+    await Promise.all(row.blobs.map((b) => this.blobs.delete(b.storage_key)));
+    await this.events.publish({
+      type: 'object.deleted',
+      organization_id: row.organization_id,
+      data: { object_id: row.object_id, bucket_id: row.bucket_id, namespace_id: row.namespace_id, key: row.key },
+    });
+    return row;
+  }
+
+  private async finishedUpload(bucket: BucketRow, uploadId: string, index: number): Promise<UploadRow> {
+    const upload = await this.db<UploadRow>('uploads').where({ upload_id: uploadId, bucket_id: bucket.bucket_id }).first();
+    if (!upload) throw new NotFoundError(`Upload '${uploadId}' not found in bucket '${bucket.bucket_name}'`, { upload_id: uploadId });
+    if (upload.status !== 'COMPLETED') {
+      throw new InputError(`Upload '${uploadId}' is ${upload.status}; confirm it before using it in an object`, { index });
+    }
+    if (upload.object_id) throw new ConflictError(`Upload '${uploadId}' already belongs to object '${upload.object_id}'`);
+    return upload;
+  }
+
+  private async describeUpload(upload: UploadRow, property: string, declared: PropertyType | undefined, index: number): Promise<StoredBlob> {
+    const info = await this.blobs.ensureDigests(upload.storage_key);
+    const contentType = await this.ingest.sniffStored(upload.storage_key, { declaredType: upload.content_type ?? undefined, filename: upload.filename });
+    return this.ingest.describe(property, upload.storage_key, info, contentType, declared, index, {
+      source: 'upload',
+      sourceUrl: null,
+      filename: upload.filename,
+      uploadId: upload.upload_id,
+    });
+  }
+}

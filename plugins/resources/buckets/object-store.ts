@@ -1,0 +1,116 @@
+/** Object rows and their listing: filters, sort and keyset (cursor) pagination. */
+import type { Knex } from 'knex';
+import { InputError } from '../../../kernel/errors.js';
+import type { ParsedFilter } from '../../../kernel/filters/filter.js';
+import { columnFieldResolver, whereFilter } from '../../../kernel/filters/sql.js';
+import type { StoredBlob } from './ingest.js';
+
+export interface ObjectRow {
+  object_id: string;
+  organization_id: string;
+  namespace_id: string;
+  bucket_id: string;
+  key: string;
+  metadata: Record<string, unknown>;
+  blobs: StoredBlob[];
+  size_bytes: number;
+  created_by: string | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export type SortField = 'created_at' | 'updated_at' | 'key' | 'size_bytes';
+
+export interface ListQuery {
+  bucketId: string;
+  organizationId: string;
+  filter?: ParsedFilter;
+  prefix?: string;
+  sort: SortField;
+  direction: 'asc' | 'desc';
+  limit: number;
+  cursor?: string;
+}
+
+const resolveField = columnFieldResolver({
+  columns: ['object_id', 'key', 'size_bytes'],
+  timestamps: ['created_at', 'updated_at'],
+  jsonRoots: ['metadata'],
+});
+
+interface Cursor {
+  s: SortField;
+  d: 'asc' | 'desc';
+  v: string | number;
+  id: string;
+}
+
+function encodeCursor(c: Cursor): string {
+  return Buffer.from(JSON.stringify(c)).toString('base64url');
+}
+
+function decodeCursor(raw: string, sort: SortField, direction: 'asc' | 'desc'): Cursor {
+  try {
+    const c = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as Cursor;
+    if (c.s === sort && c.d === direction && typeof c.id === 'string' && (typeof c.v === 'string' || typeof c.v === 'number')) return c;
+  } catch {
+    // fall through
+  }
+  throw new InputError('cursor is not a next_cursor of this listing (with the same sort)', { cursor: raw });
+}
+
+export class ObjectStore {
+  constructor(private readonly db: Knex) {}
+
+  async find(organizationId: string, bucketId: string, objectId: string, db: Knex = this.db): Promise<ObjectRow | undefined> {
+    return db<ObjectRow>('objects').where({ organization_id: organizationId, bucket_id: bucketId, object_id: objectId }).first();
+  }
+
+  async keyTaken(bucketId: string, key: string): Promise<boolean> {
+    return Boolean(await this.db('objects').where({ bucket_id: bucketId, key }).first('object_id'));
+  }
+
+  async insert(db: Knex, row: ObjectRow): Promise<void> {
+    await db('objects').insert({ ...row, metadata: JSON.stringify(row.metadata), blobs: JSON.stringify(row.blobs) });
+  }
+
+  async updateMetadata(db: Knex, objectId: string, metadata: Record<string, unknown>, at: Date): Promise<void> {
+    await db('objects').where({ object_id: objectId }).update({ metadata: JSON.stringify(metadata), updated_at: at });
+  }
+
+  async delete(db: Knex, objectId: string): Promise<void> {
+    await db('objects').where({ object_id: objectId }).delete();
+  }
+
+  async list(query: ListQuery): Promise<{ rows: ObjectRow[]; nextCursor: string | null }> {
+    const q = this.db<ObjectRow>('objects').where({ organization_id: query.organizationId, bucket_id: query.bucketId });
+    whereFilter(q, query.filter, resolveField);
+    if (query.prefix) q.whereRaw('left(key, length(?)) = ?', [query.prefix, query.prefix]);
+    const cmp = query.direction === 'desc' ? '<' : '>';
+    if (query.cursor) {
+      const c = decodeCursor(query.cursor, query.sort, query.direction);
+      const cast = query.sort === 'created_at' || query.sort === 'updated_at' ? '::timestamptz' : query.sort === 'size_bytes' ? '::bigint' : '';
+      q.whereRaw(`("${query.sort}", object_id) ${cmp} (?${cast}, ?)`, [c.v, c.id]);
+    }
+    q.orderBy([{ column: query.sort, order: query.direction }, { column: 'object_id', order: query.direction }]).limit(query.limit + 1);
+    const rows = await q;
+    const page = rows.slice(0, query.limit);
+    const last = page.at(-1);
+    const nextCursor =
+      rows.length > query.limit && last
+        ? encodeCursor({
+            s: query.sort,
+            d: query.direction,
+            v: last[query.sort] instanceof Date ? (last[query.sort] as Date).toISOString() : (last[query.sort] as string | number),
+            id: last.object_id,
+          })
+        : null;
+    return { rows: page, nextCursor };
+  }
+
+  /** Storage keys of every blob in a bucket (to delete them after the rows are gone). */
+  async storageKeysOf(db: Knex, bucketId: string): Promise<string[]> {
+    const rows = await db<ObjectRow>('objects').where({ bucket_id: bucketId }).select('blobs');
+    return rows.flatMap((r) => r.blobs.map((b) => b.storage_key));
+  }
+}
