@@ -3,12 +3,11 @@
  * (key + allowed origin) → JSON body → OpenAPI validation (422) → authorize (permission, X-Namespace,
  * scopes) → rate limit → the handler registered for the operationId → JSON. Errors map once, at the end.
  */
+import { randomUUID } from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import * as OpenApiValidator from 'express-openapi-validator';
 import type { Container } from 'inversify';
 import type { Logger } from 'pino';
-import { newId } from '../ids.js';
 import { servicesOf } from '../tokens.js';
 import type { Clock } from '../clock.js';
 import { AuthenticationError, NotFoundError, RateLimitError, RequestValidationError, type FieldProblem } from '../errors.js';
@@ -20,8 +19,9 @@ import type { RequestContext } from './context.js';
 import { contextOf } from './context.js';
 import { errorBody, mapError } from './error-mapper.js';
 import type { AnyHandler } from './handlers.js';
-import { OperationMatcher, operations, type OperationId } from './operations.js';
+import { OperationMatcher, operations, type OperationId, type OperationSpec } from './operations.js';
 import type { RequestLog } from './request-log.js';
+import { PerPathValidator } from './validation.js';
 
 export interface HttpDependencies {
   container: Container;
@@ -49,12 +49,32 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
   const matcher = new OperationMatcher(operations.values());
   const services = servicesOf(deps.container);
 
-  // 1. Request id, logger, operation match, and the request log row written when the response ends.
-  app.use((req: Request, res: Response, next: NextFunction) => {
+  const bodyRequired = operationsRequiringBody(deps.apiDocument);
+  const json = express.json({ limit: deps.jsonBodyLimit });
+  const validator = new PerPathValidator({ apiDocument: deps.apiDocument, validateResponses: deps.validateResponses });
+  const run = (middleware: (req: Request, res: Response, next: NextFunction) => void, req: Request, res: Response) =>
+    new Promise<void>((resolve, reject) => middleware(req, res, (err?: unknown) => (err ? reject(err) : resolve())));
+
+  // One middleware runs the whole request path (fewer router layers on the hot path); each step is a
+  // function below, in order.
+  app.use(async (req: Request, res: Response, next: NextFunction) => {
+    try {
+      const ctx = begin(req, res);
+      if (!ctx) return;
+      await authenticate(req, res, ctx);
+      await readBody(req, res, ctx.operation!);
+      await authorize(req, res, ctx);
+      await dispatch(req, res, ctx);
+    } catch (err) {
+      next(err);
+    }
+  });
+
+  /** 1. Request id, lazy logger, operation match, and the request-log row written when the response ends. */
+  function begin(req: Request, res: Response): RequestContext | undefined {
     const incoming = req.get('x-request-id');
-    const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : newId('req');
+    const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : `req_${randomUUID().replaceAll('-', '')}`;
     res.setHeader('X-Request-ID', requestId);
-    const match = matcher.match(req.method, req.path);
     let log: Logger | undefined;
     const ctx: RequestContext = {
       requestId,
@@ -64,80 +84,63 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
         return log;
       },
       startedAt: process.hrtime.bigint(),
-      operation: match.kind === 'found' ? match.operation : undefined,
-      pathParams: match.kind === 'found' ? match.params : {},
+      operation: undefined,
+      pathParams: {},
       auth: null,
       namespace: null,
       credits: 0,
     };
     res.locals.ctx = ctx;
     res.on('finish', () => finishRequest(deps, req, res, ctx));
-
-    if (req.method === 'OPTIONS' && req.get('origin')) return preflight(req, res, match.kind === 'method_not_allowed' ? match.allowed : match.kind === 'found' ? [match.operation.method.toUpperCase()] : []);
-    if (match.kind === 'not_found') return next(new NotFoundError(`No route for ${req.method} ${req.path}`));
+    const match = matcher.match(req.method, req.path);
+    if (req.method === 'OPTIONS' && req.get('origin')) {
+      preflight(req, res, match.kind === 'method_not_allowed' ? match.allowed : match.kind === 'found' ? [match.operation.method.toUpperCase()] : []);
+      return undefined;
+    }
+    if (match.kind === 'not_found') throw new NotFoundError(`No route for ${req.method} ${req.path}`);
     if (match.kind === 'method_not_allowed') {
       res.setHeader('Allow', match.allowed.join(', '));
       res.status(405).json(errorBody(405, 'MethodNotAllowedError', `${req.method} is not allowed on ${req.path}`));
-      return;
+      return undefined;
     }
-    next();
-  });
+    ctx.operation = match.operation;
+    ctx.pathParams = match.params;
+    return ctx;
+  }
 
-  // 2. Authentication (and the key's allowed origins) before anything reads the body.
-  app.use(async (req: Request, res: Response, next: NextFunction) => {
-    const ctx = contextOf(res);
-    if (ctx.operation!.public) return next();
-    ctx.auth = await deps.authenticator.authenticate(req.get('authorization'), req.get('origin'));
+  /** 2. The key (and its allowed origins), before anything reads the body. */
+  async function authenticate(req: Request, res: Response, ctx: RequestContext): Promise<void> {
+    if (ctx.operation!.public) return;
     const origin = req.get('origin');
+    ctx.auth = await deps.authenticator.authenticate(req.get('authorization'), origin);
     if (origin) {
       res.setHeader('Access-Control-Allow-Origin', origin);
       res.setHeader('Vary', 'Origin');
     }
-    next();
-  });
+  }
 
-  // 3. Body and OpenAPI validation. Binary operations (blob PUT/GET) stream their bodies themselves. A JSON
-  // request with no body at all where one is required is a 422 like any other missing field (the validator
-  // would call it an unsupported media type).
-  const bodyRequired = operationsRequiringBody(deps.apiDocument);
-  const json = express.json({ limit: deps.jsonBodyLimit });
-  app.use((req: Request, res: Response, next: NextFunction) => {
-    const operation = contextOf(res).operation!;
-    if (operation.body === 'binary') return next();
-    const empty = req.get('content-type') === undefined && !req.get('transfer-encoding') && Number(req.get('content-length') ?? 0) === 0;
-    if (empty && bodyRequired.has(operation.operationId)) {
+  /**
+   * 3. Body and OpenAPI validation. Binary operations (blob PUT/GET) stream their bodies themselves. A JSON
+   * request with no body where one is required is a 422 like any other missing field (the validator would
+   * call it an unsupported media type). PostgreSQL text and jsonb cannot hold U+0000 or unpaired
+   * surrogates: those are refused (422) before anything hands them to the database.
+   */
+  async function readBody(req: Request, res: Response, operation: OperationSpec): Promise<void> {
+    if (operation.body === 'binary') return;
+    const hasBody = req.get('transfer-encoding') !== undefined || Number(req.get('content-length') ?? 0) > 0;
+    if (!hasBody && req.get('content-type') === undefined && bodyRequired.has(operation.operationId)) {
       throw new RequestValidationError([{ loc: ['body'], msg: 'A JSON request body is required', type: 'missing' }]);
     }
-    json(req, res, next);
-  });
-  app.use(
-    OpenApiValidator.middleware({
-      ignorePaths: (path: string) => matcher.operationsAt(path).some((op) => op.body === 'binary'),
-      apiSpec: structuredClone(deps.apiDocument) as never,
-      validateApiSpec: true,
-      validateRequests: { allowUnknownQueryParameters: false, coerceTypes: false, removeAdditional: false },
-      validateResponses: deps.validateResponses ? { removeAdditional: false } : false,
-      validateSecurity: false,
-      validateFormats: true,
-      // 'full' checks dates for real (no 30 February silently becoming 2 March).
-      ajvFormats: { mode: 'full' },
-      ignoreUndocumented: true,
-    }),
-  );
-
-  // PostgreSQL text and jsonb cannot hold U+0000 or unpaired surrogates: refuse them as input (422) before
-  // anything (the authorizer's namespace lookup included) hands them to the database and fails with a 500.
-  app.use((req: Request, res: Response, next: NextFunction) => {
+    if (hasBody || req.get('content-type') !== undefined) await run(json, req, res);
+    await run((q, r, n) => validator.validate(operation.path, q, r, n), req, res);
     const problem =
       unstorableText(req.body, ['body']) ?? unstorableText(contextOf(res).pathParams, ['path']) ?? unstorableText(req.query, ['query']);
     if (problem) throw new RequestValidationError([problem]);
-    next();
-  });
+  }
 
-  // 4. Authorization and rate limit.
-  app.use(async (req: Request, res: Response, next: NextFunction) => {
-    const ctx = contextOf(res);
-    if (!ctx.auth) return next();
+  /** 4. Permission, X-Namespace and scopes, then the key's rate limit. */
+  async function authorize(req: Request, res: Response, ctx: RequestContext): Promise<void> {
+    if (!ctx.auth) return;
     ctx.namespace = await deps.authorizer.authorize({
       auth: ctx.auth,
       operation: ctx.operation!,
@@ -146,43 +149,32 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
       body: req.body,
     });
     const limit = ctx.auth.rateLimitPerMinute;
-    if (limit !== null) {
-      const decision = deps.rateLimiter.consume(`key:${ctx.auth.keyId}`, limit);
-      res.setHeader('X-RateLimit-Limit', String(decision.limit));
-      res.setHeader('X-RateLimit-Remaining', String(decision.remaining));
-      res.setHeader('X-RateLimit-Reset', String(decision.resetSeconds));
-      if (!decision.allowed) {
-        throw new RateLimitError(`Rate limit of ${limit} requests per minute exceeded`, decision.resetSeconds, {
-          limit,
-          retry_after_seconds: decision.resetSeconds,
-        });
-      }
+    if (limit === null) return;
+    const decision = deps.rateLimiter.consume(`key:${ctx.auth.keyId}`, limit);
+    res.setHeader('X-RateLimit-Limit', String(decision.limit));
+    res.setHeader('X-RateLimit-Remaining', String(decision.remaining));
+    res.setHeader('X-RateLimit-Reset', String(decision.resetSeconds));
+    if (!decision.allowed) {
+      throw new RateLimitError(`Rate limit of ${limit} requests per minute exceeded`, decision.resetSeconds, {
+        limit,
+        retry_after_seconds: decision.resetSeconds,
+      });
     }
-    next();
-  });
+  }
 
-  // 5. Dispatch by operationId.
-  app.use(async (req: Request, res: Response) => {
-    const ctx = contextOf(res);
+  /** 5. The handler a resource plugin registered for the operationId, and its reply. */
+  async function dispatch(req: Request, res: Response, ctx: RequestContext): Promise<void> {
     const operation = ctx.operation!;
     const handler = deps.handlers.get(operation.operationId);
     if (!handler) throw new Error(`no handler for ${operation.operationId}`);
     ctx.credits += operation.credits;
-    const reply = await handler({
-      params: ctx.pathParams,
-      query: req.query,
-      body: req.body,
-      ctx,
-      services,
-      req,
-      res,
-    });
+    const reply = await handler({ params: ctx.pathParams, query: req.query, body: req.body, ctx, services, req, res });
     for (const [name, value] of Object.entries(reply.headers ?? {})) res.setHeader(name, value);
     res.status(reply.status);
     if (reply.stream) await pipeline(reply.stream, res);
     else if (reply.body === undefined) res.end();
     else res.json(reply.body);
-  });
+  }
 
   // 6. Errors.
   app.use((err: unknown, req: Request, res: Response, next: NextFunction) => {
