@@ -44,7 +44,21 @@ export const requestLogMigrations: Migration[] = [
   },
 ];
 
-const MAX_BUFFER = 500;
+const MAX_BUFFER = 2000;
+
+const COLUMNS: ReadonlyArray<readonly [keyof RequestLogEntry, string]> = [
+  ['organization_id', 'text'],
+  ['key_id', 'text'],
+  ['operation_id', 'text'],
+  ['method', 'text'],
+  ['path', 'text'],
+  ['status', 'int4'],
+  ['latency_ms', 'float8'],
+  ['credits', 'float8'],
+  ['namespace_id', 'text'],
+  ['request_id', 'text'],
+  ['created_at', 'timestamptz'],
+];
 
 export class RequestLog {
   private buffer: RequestLogEntry[] = [];
@@ -71,7 +85,12 @@ export class RequestLog {
     const batch = this.buffer;
     this.buffer = [];
     try {
-      await this.db.batchInsert('request_log', batch, 250);
+      // One statement with one array per column: far cheaper to parse than thousands of bound values.
+      await this.db.raw(
+        `insert into request_log (${COLUMNS.map(([name]) => name).join(', ')})
+         select * from unnest(${COLUMNS.map(([, type]) => `?::${type}[]`).join(', ')})`,
+        COLUMNS.map(([name]) => batch.map((row) => row[name])) as unknown as Knex.RawBinding[],
+      );
     } catch (err) {
       this.log.error({ err, rows: batch.length }, 'request log write failed; rows kept for the next flush');
       this.buffer = batch.concat(this.buffer).slice(-10 * MAX_BUFFER);

@@ -59,8 +59,9 @@ async function latency(url: string, headers: Record<string, string>): Promise<{ 
 async function main(): Promise<void> {
   const home = await mkdtemp(path.join(os.tmpdir(), 'tessera-bench-'));
   const adminKey = `svc_sk_bench_${'x'.repeat(47)}`;
+  // DATABASE_URL / NATS_URL from the environment are honoured, so the same figures can be taken on PostgreSQL.
   const config = {
-    ...loadConfig({}),
+    ...loadConfig(process.env),
     home,
     port: 0,
     host: '127.0.0.1',
@@ -103,7 +104,9 @@ async function main(): Promise<void> {
   const bareLatency = await latency(bareUrl, auth);
   const fullLatency = await latency(meUrl, auth);
 
-  process.stdout.write(`\nGET /v1/me on ${os.cpus().length} cores, node ${process.version}\n`);
+  process.stdout.write(
+    `\nGET /v1/me on ${os.cpus().length} cores, node ${process.version}, database ${config.databaseUrl ? 'PostgreSQL' : 'PGlite (embedded)'}\n`,
+  );
   process.stdout.write(`throughput: autocannon, ${connections} connections, ${seconds} s per run (best of 2)\n`);
   for (const r of [b, f]) {
     process.stdout.write(
