@@ -905,13 +905,19 @@ export interface components {
             /** Format: date-time */
             url_expires_at?: string | null;
         };
-        /** @description Exactly one of `text`, `json`, `base64`, `upload_id`, `url`. */
+        /**
+         * @description Exactly one of `text`, `json`, `base64`, `upload_id`, `url`. `type` is the property's type; it must
+         *     agree with the bucket schema, and in a schemaless bucket it says what the content must be (default:
+         *     whatever the sniffed content type says).
+         */
         ObjectBlobInput: {
             base64?: string;
             filename?: string;
             json?: unknown;
             property: string;
             text?: string;
+            /** @enum {string} */
+            type?: "text" | "image" | "video" | "audio" | "pdf" | "json";
             upload_id?: string;
             /** Format: uri */
             url?: string;

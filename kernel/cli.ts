@@ -2,7 +2,10 @@
  * The `tessera` entry point: `serve` (what `npm start` runs), operator commands that work on the
  * database directly (`orgs create`), and client commands over the generated, typed REST client.
  */
+import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
 import path from 'node:path';
+import { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
 import { createTesseraClient, type TesseraClient } from '../generated/client.js';
@@ -228,6 +231,74 @@ export function buildProgram(): Command {
     .action((name: string, o: ClientOptions) =>
       show(clientOf(o).DELETE('/v1/namespaces/{name}', { params: { path: { name } } })),
     );
+  const buckets = program.command('buckets').description('Buckets of a namespace (--namespace or TESSERA_NAMESPACE)');
+  clientCommand(buckets, 'list', 'List buckets').action((o: ClientOptions) =>
+    show(clientOf(o).GET('/v1/buckets', { params: { header: { 'X-Namespace': o.namespace ?? '' } } })),
+  );
+  clientCommand(buckets, 'create', 'Create a bucket')
+    .argument('<name>')
+    .option('--schema <json>', 'schema as JSON, e.g. {"properties":{"title":{"type":"string"}}}', (v) => JSON.parse(v) as unknown)
+    .action((name: string, o: ClientOptions & { schema?: never }) =>
+      show(
+        clientOf(o).POST('/v1/buckets', {
+          params: { header: { 'X-Namespace': o.namespace ?? '' } },
+          body: { bucket_name: name, ...(o.schema ? { schema: o.schema } : {}) },
+        }),
+      ),
+    );
+  clientCommand(program, 'objects', 'List the objects of a bucket')
+    .argument('<bucket>')
+    .option('--prefix <prefix>')
+    .action((bucket: string, o: ClientOptions & { prefix?: string }) =>
+      show(
+        clientOf(o).GET('/v1/buckets/{bucket_identifier}/objects', {
+          params: {
+            header: { 'X-Namespace': o.namespace ?? '' },
+            path: { bucket_identifier: bucket },
+            query: o.prefix ? { prefix: o.prefix } : {},
+          },
+        }),
+      ),
+    );
+  clientCommand(program, 'upload', 'Upload a file into a bucket (presigned PUT, streamed) and confirm it')
+    .argument('<bucket>')
+    .argument('<file>')
+    .option('--property <name>', 'the blob property the file fills')
+    .option('--object-key <key>', 'the object key (default: its id)')
+    .option('--async', 'confirm in the background')
+    .action(async (bucket: string, file: string, o: ClientOptions & { property?: string; objectKey?: string; async?: boolean }) => {
+      const client = clientOf(o);
+      const header = { 'X-Namespace': o.namespace ?? '' };
+      const size = (await stat(file)).size;
+      const created = await client.POST('/v1/buckets/{bucket_identifier}/uploads', {
+        params: { header, path: { bucket_identifier: bucket } },
+        body: {
+          filename: path.basename(file),
+          file_size_bytes: size,
+          ...(o.property ? { property: o.property } : {}),
+          ...(o.objectKey ? { key: o.objectKey } : {}),
+        },
+      });
+      if (!created.data) return show(Promise.resolve(created));
+      const put = await fetch(created.data.presigned_url!, {
+        method: 'PUT',
+        headers: { ...created.data.headers, 'Content-Length': String(size) },
+        body: Readable.toWeb(createReadStream(file)) as unknown as ReadableStream,
+        duplex: 'half',
+      } as RequestInit);
+      if (!put.ok) {
+        process.stderr.write(`PUT ${put.status} ${await put.text()}\n`);
+        process.exitCode = 1;
+        return;
+      }
+      const etag = ((await put.json()) as { etag: string }).etag;
+      await show(
+        client.POST('/v1/buckets/{bucket_identifier}/uploads/{upload_id}/confirm', {
+          params: { header, path: { bucket_identifier: bucket, upload_id: created.data.upload_id }, query: { async: Boolean(o.async) } },
+          body: { etag, file_size_bytes: size },
+        }),
+      );
+    });
   return program;
 }
 

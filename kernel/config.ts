@@ -100,7 +100,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       .map((p) => p.trim())
       .filter(Boolean),
     shutdownGraceMs: int(env.TESSERA_SHUTDOWN_GRACE_MS, 10_000, 'TESSERA_SHUTDOWN_GRACE_MS'),
-    jsonBodyLimit: env.TESSERA_JSON_BODY_LIMIT ?? '1mb',
+    jsonBodyLimit: env.TESSERA_JSON_BODY_LIMIT ?? '16mb',
     maxUploadBytes: int(env.TESSERA_MAX_UPLOAD_BYTES, 5 * 1024 ** 3, 'TESSERA_MAX_UPLOAD_BYTES'),
     publicUrl: text(env.TESSERA_PUBLIC_URL)?.replace(/\/+$/, ''),
     signingSecret: text(env.TESSERA_SIGNING_SECRET),

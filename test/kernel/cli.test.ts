@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -38,6 +38,19 @@ describe('the tessera CLI', () => {
 
     const listed = JSON.parse((await tessera(['keys', 'list', '--user', 'cli@example.test'])).stdout);
     expect(listed.total).toBe(1);
+  });
+
+  it('uploads a file into a bucket through a presigned URL and confirms it', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'tessera-cli-upload-'));
+    const file = path.join(dir, 'report.txt');
+    await writeFile(file, 'quarterly numbers\n');
+    await tessera(['namespaces', 'create', 'cli_ns']);
+    await tessera(['buckets', 'create', 'docs', '--namespace', 'cli_ns']);
+    const confirmed = JSON.parse((await tessera(['upload', 'docs', file, '--namespace', 'cli_ns', '--object-key', 'reports/q1'])).stdout);
+    expect(confirmed).toMatchObject({ status: 'COMPLETED', file_size_bytes: 18 });
+    const objects = JSON.parse((await tessera(['objects', 'docs', '--namespace', 'cli_ns', '--prefix', 'reports/'])).stdout);
+    expect(objects.results.map((o: { key: string }) => o.key)).toEqual(['reports/q1']);
+    await rm(dir, { recursive: true, force: true });
   });
 
   it('reports an error body and exits non-zero on a refused call', async () => {

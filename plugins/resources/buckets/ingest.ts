@@ -28,6 +28,7 @@ export interface StoredBlob {
 
 export interface BlobInput {
   property: string;
+  type?: PropertyType;
   text?: string;
   json?: unknown;
   base64?: string;

@@ -46,6 +46,12 @@ export class ObjectService {
       ...checkBlobInputs(blobs),
       ...checkObject(bucket.schema, metadata, blobs.map((b) => b.property), { metadata: ['body', 'metadata'], blobs: ['body', 'blobs'] }),
     ];
+    blobs.forEach((blob, i) => {
+      const schemaType = bucket.schema.properties[blob.property]?.type;
+      if (blob.type && schemaType && blob.type !== schemaType) {
+        problems.push({ loc: ['body', 'blobs', i, 'type'], msg: `property '${blob.property}' is a ${schemaType} property, not ${blob.type}`, type: 'schema_type' });
+      }
+    });
     if (problems.length > 0) throw new RequestValidationError(problems);
     const objectId = newId('obj');
     const key = input.key ?? objectId;
@@ -57,7 +63,7 @@ export class ObjectService {
     const uploads: UploadRow[] = [];
     try {
       for (const [index, blob] of blobs.entries()) {
-        const declared = bucket.schema.properties[blob.property]?.type as PropertyType | undefined;
+        const declared = (bucket.schema.properties[blob.property]?.type ?? blob.type) as PropertyType | undefined;
         if (blob.upload_id !== undefined) {
           const upload = await this.finishedUpload(bucket, blob.upload_id, index);
           uploads.push(upload);

@@ -133,6 +133,20 @@ describe('buckets and objects', () => {
     expect((await fetch(url)).status).toBe(404);
   });
 
+  it('checks a blob\'s declared type against the schema, and against the content in a schemaless bucket', async () => {
+    const mismatch = await api('POST', '/v1/buckets/catalog/objects', {
+      metadata: { title: 't' },
+      blobs: [{ property: 'body', type: 'image', text: 'words' }],
+    });
+    expect(mismatch.status).toBe(422);
+    expect(mismatch.body.detail[0].loc).toEqual(['body', 'blobs', 0, 'type']);
+    const notAnImage = await api('POST', '/v1/buckets/notes/objects', { blobs: [{ property: 'picture', type: 'image', text: 'words' }] });
+    expect(notAnImage.status).toBe(422);
+    const image = await api('POST', '/v1/buckets/notes/objects', { blobs: [{ property: 'picture', type: 'image', base64: PNG.toString('base64') }] });
+    expect(image.status).toBe(201);
+    expect(image.body.blobs[0]).toMatchObject({ type: 'image', content_type: 'image/png' });
+  });
+
   it('refuses a URL blob pointing at 127.0.0.1 by default', async () => {
     const res = await api('POST', '/v1/buckets/notes/objects', { blobs: [{ property: 'content', url: `${t.url}/v1/health` }] });
     expect(res.status).toBe(400);
