@@ -49,11 +49,6 @@ export class TenantStore {
     private readonly clock: Clock,
   ) {}
 
-  async countOrganizations(): Promise<number> {
-    const row = await this.db('organizations').count<{ count: number }[]>({ count: '*' }).first();
-    return Number(row?.count ?? 0);
-  }
-
   async getOrganization(organizationId: string): Promise<OrganizationRow | undefined> {
     return this.db<OrganizationRow>('organizations').where({ organization_id: organizationId }).first();
   }

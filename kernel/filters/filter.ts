@@ -127,13 +127,6 @@ export function parseFilter(input: unknown, loc: Array<string | number> = ['body
   return { root, caseSensitive };
 }
 
-/** Whether a filter has no conditions at all. */
-export function isEmptyFilter(filter: ParsedFilter): boolean {
-  const empty = (g: Group): boolean =>
-    [...g.and, ...g.or, ...g.not].every((n) => n.kind === 'group' && empty(n));
-  return empty(filter.root);
-}
-
 /** Evaluates a filter against a plain object (documents in memory, event payloads). */
 export function matchesFilter(filter: ParsedFilter, record: Record<string, unknown>): boolean {
   const read = (path: string): unknown =>

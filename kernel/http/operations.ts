@@ -73,12 +73,6 @@ export class OperationMatcher {
     this.routes = [...byPath.values()].sort((a, b) => b.literalLength - a.literalLength);
   }
 
-  /** Every operation declared on the path that matches, whatever its method. */
-  operationsAt(path: string): OperationSpec[] {
-    const route = this.routes.find((r) => r.regex.test(path));
-    return route ? [...route.byMethod.values()] : [];
-  }
-
   match(method: string, path: string): RouteMatch {
     for (const route of this.routes) {
       const m = route.regex.exec(path);

@@ -71,7 +71,4 @@ export class BucketStore {
     await db('buckets').where({ bucket_id: bucketId }).delete();
   }
 
-  async listInNamespace(scope: Scope): Promise<BucketRow[]> {
-    return this.scoped(this.db, scope);
-  }
 }

@@ -108,9 +108,4 @@ export class ObjectStore {
     return { rows: page, nextCursor };
   }
 
-  /** Storage keys of every blob in a bucket (to delete them after the rows are gone). */
-  async storageKeysOf(db: Knex, bucketId: string): Promise<string[]> {
-    const rows = await db<ObjectRow>('objects').where({ bucket_id: bucketId }).select('blobs');
-    return rows.flatMap((r) => r.blobs.map((b) => b.storage_key));
-  }
 }
