@@ -201,6 +201,89 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/collections": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List the namespace's collections, by name. */
+        get: operations["listCollections"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/collections/{collection_identifier}": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The collection's name or its `col_` id. */
+                collection_identifier: components["parameters"]["CollectionIdentifier"];
+            };
+            cookie?: never;
+        };
+        /** One collection, by name or `col_` id, with its lineage and output schema. */
+        get: operations["getCollection"];
+        put?: never;
+        post?: never;
+        /** Delete a collection; refused with 409 while other collections read from it, unless `force=true`. */
+        delete: operations["deleteCollection"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a collection's name, description, enabled flag, metadata, taxonomy applications or cache config.
+         * @description The source and the feature extractors are fixed at creation (documents were made with them).
+         */
+        patch: operations["updateCollection"];
+        trace?: never;
+    };
+    "/v1/collections/create": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a collection that reads a bucket (or another collection) through feature extractors.
+         * @description `X-Namespace` is optional: without it the collection goes into the namespace of its source, which
+         *     must then be named by its id (`bkt_…` or `col_…`).
+         */
+        post: operations["createCollection"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/collections/features/extractors": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every feature extractor this deployment runs, with its parameters, inputs, outputs and feature URIs. */
+        get: operations["listFeatureExtractors"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/health": {
         parameters: {
             query?: never;
@@ -718,6 +801,112 @@ export interface components {
             };
             schema?: components["schemas"]["BucketSchema"];
         };
+        CacheInvalidationEvent: {
+            action?: string;
+            collection?: string;
+            /**
+             * @default background
+             * @enum {string}
+             */
+            recompute_strategy?: "background" | "lazy" | "none";
+            retriever_id?: string | null;
+        };
+        Collection: {
+            cache_config: components["schemas"]["CollectionCacheConfig"];
+            collection_id: string;
+            collection_name: string;
+            /** Format: date-time */
+            created_at: string;
+            created_by?: string | null;
+            description: string | null;
+            document_count: number;
+            document_handling: components["schemas"]["DocumentHandling"];
+            enabled: boolean;
+            feature_extractors: components["schemas"]["FeatureExtractorConfig"][];
+            metadata: {
+                [key: string]: unknown;
+            };
+            namespace_id: string;
+            output_schema: {
+                properties: {
+                    [key: string]: unknown;
+                };
+            };
+            source: components["schemas"]["CollectionSource"];
+            source_lineage: components["schemas"]["SourceLineageEntry"][];
+            /** @enum {string} */
+            status: "DONE" | "PROCESSING" | "FAILED";
+            taxonomy_applications: components["schemas"]["TaxonomyApplication"][];
+            /** Format: date-time */
+            updated_at: string;
+        };
+        CollectionCacheConfig: {
+            /** @default false */
+            enabled?: boolean;
+            invalidation_events?: components["schemas"]["CacheInvalidationEvent"][];
+            /**
+             * @default replace_if_better
+             * @enum {string}
+             */
+            invalidation_strategy?: "replace_if_better" | "replace" | "keep";
+            /** @default 5 */
+            max_entries_per_key?: number;
+            retriever_configs?: {
+                [key: string]: unknown;
+            };
+            score_threshold?: number | null;
+            /** @default 604800 */
+            ttl_seconds?: number;
+        };
+        CollectionCreateRequest: {
+            cache_config?: components["schemas"]["CollectionCacheConfig"];
+            collection_name: components["schemas"]["CollectionName"];
+            description?: string | null;
+            document_handling?: components["schemas"]["DocumentHandling"];
+            /** @default true */
+            enabled?: boolean;
+            feature_extractors?: components["schemas"]["FeatureExtractorConfig"][];
+            metadata?: {
+                [key: string]: unknown;
+            };
+            source: components["schemas"]["CollectionSource"];
+            taxonomy_applications?: components["schemas"]["TaxonomyApplication"][];
+        };
+        CollectionDeleted: {
+            collection_id: string;
+            collection_name: string;
+            deleted: boolean;
+        };
+        CollectionList: {
+            has_next: boolean;
+            limit: number;
+            offset: number;
+            results: components["schemas"]["Collection"][];
+            total: number;
+        };
+        /** @description Letters, digits, `_`, `.` and `-`; not starting with `col_` (that is how ids start). */
+        CollectionName: string;
+        CollectionSource: {
+            /** @description The source bucket's id or name (type bucket). */
+            bucket_id?: string;
+            /** @description The source collection's id or name (type collection). */
+            collection_id?: string;
+            filters?: components["schemas"]["Filters"];
+            /** @description Only objects whose key starts with this. */
+            prefix_key?: string;
+            /** @enum {string} */
+            type: "bucket" | "collection";
+        };
+        CollectionUpdateRequest: {
+            cache_config?: components["schemas"]["CollectionCacheConfig"];
+            collection_name?: components["schemas"]["CollectionName"];
+            description?: string | null;
+            enabled?: boolean;
+            metadata?: {
+                [key: string]: unknown;
+            };
+            taxonomy_applications?: components["schemas"]["TaxonomyApplication"][];
+        };
         ComponentHealth: {
             error?: string;
             /** @description Which implementation backs the component (pglite */
@@ -733,6 +922,13 @@ export interface components {
             date: string;
             errors: number;
             requests: number;
+        };
+        DocumentHandling: {
+            /**
+             * @default single
+             * @enum {string}
+             */
+            output_type?: "single" | "multiple";
         };
         EndpointUsage: {
             avg_latency_ms: number;
@@ -756,6 +952,73 @@ export interface components {
             status: number;
             /** @constant */
             success: false;
+        };
+        ExtractorFeature: {
+            dims: number;
+            /** @enum {string} */
+            distance: "cosine" | "l2" | "dot";
+            model: string;
+            name: string;
+            /** @description `tessera://<extractor>@<version>/<output>` */
+            uri: string;
+        };
+        ExtractorInfo: {
+            accepts: string[];
+            description: string;
+            inputs: {
+                description?: string;
+                name: string;
+                required: boolean;
+                type: string;
+            }[];
+            name: string;
+            outputs: {
+                features: components["schemas"]["ExtractorFeature"][];
+                /** @description JSON Schema of the document fields it writes. */
+                fields: {
+                    [key: string]: unknown;
+                };
+            };
+            /** @description JSON Schema of `parameters`. */
+            parameters: {
+                [key: string]: unknown;
+            };
+            version: string;
+        };
+        ExtractorList: {
+            results: components["schemas"]["ExtractorInfo"][];
+            total: number;
+        };
+        FeatureExtractorConfig: {
+            /**
+             * @default individual
+             * @enum {string}
+             */
+            document_input_handling?: "individual" | "batch";
+            /**
+             * @default create_new
+             * @enum {string}
+             */
+            document_output_handling?: "create_new" | "enrich" | "replace";
+            /**
+             * @default single
+             * @enum {string}
+             */
+            document_output_type?: "single" | "multiple";
+            feature_extractor_name: string;
+            /** @description Extractor input name → source field (e.g. `{"text": "description"}`). */
+            input_mapping?: {
+                [key: string]: string;
+            };
+            /** @description Extractor output field → collection field name. */
+            output_mapping?: {
+                [key: string]: string;
+            };
+            parameters?: {
+                [key: string]: unknown;
+            };
+            /** @description Defaults to the registered version; recorded either way. */
+            version?: string;
         };
         FeatureExtractorRef: {
             name: string;
@@ -997,10 +1260,30 @@ export interface components {
         ResourceType: "organization" | "user" | "api_key" | "namespace" | "collection" | "bucket" | "retriever" | "cluster" | "taxonomy" | "storage_connection" | "alert" | "annotation" | "secret" | "webhook";
         /** @enum {string} */
         ScopeOperation: "read_data" | "write_data" | "delete_data" | "execute_retriever" | "create_retriever" | "delete_retriever" | "execute_job" | "cancel_job" | "create_cluster" | "delete_cluster" | "modify_cluster" | "modify_infrastructure" | "manage_permissions";
+        SourceLineageEntry: {
+            bucket_config?: {
+                [key: string]: unknown;
+            } | null;
+            bucket_id: string | null;
+            collection_config?: {
+                [key: string]: unknown;
+            } | null;
+            collection_id: string | null;
+            feature_extractors: components["schemas"]["FeatureExtractorConfig"][];
+            output_schema?: {
+                [key: string]: unknown;
+            };
+            /** @enum {string} */
+            source_type: "bucket" | "collection";
+        };
         StoredBlob: {
             etag: string;
             sha256: string;
             size_bytes: number;
+        };
+        TaxonomyApplication: {
+            output_collection?: string | null;
+            taxonomy_id: string;
         };
         Upload: {
             bucket_id: string;
@@ -1198,6 +1481,8 @@ export interface components {
     parameters: {
         /** @description The bucket's name or its `bkt_` id. */
         BucketIdentifier: string;
+        /** @description The collection's name or its `col_` id. */
+        CollectionIdentifier: string;
         /** @description The `next_cursor` of the previous page. */
         Cursor: string;
         /** @description Window end (ISO 8601). Defaults to now. */
@@ -1765,6 +2050,199 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    listCollections: {
+        parameters: {
+            query?: {
+                limit?: components["parameters"]["Limit"];
+                offset?: components["parameters"]["Offset"];
+            };
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of collections. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CollectionList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    getCollection: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The collection's name or its `col_` id. */
+                collection_identifier: components["parameters"]["CollectionIdentifier"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The collection. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Collection"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    deleteCollection: {
+        parameters: {
+            query?: {
+                force?: boolean;
+            };
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The collection's name or its `col_` id. */
+                collection_identifier: components["parameters"]["CollectionIdentifier"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The collection was deleted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CollectionDeleted"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    updateCollection: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The collection's name or its `col_` id. */
+                collection_identifier: components["parameters"]["CollectionIdentifier"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CollectionUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description The updated collection. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Collection"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    createCollection: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace"?: components["parameters"]["OptionalNamespaceHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CollectionCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description The new collection. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Collection"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    listFeatureExtractors: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The extractors. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExtractorList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             429: components["responses"]["RateLimited"];
         };
     };

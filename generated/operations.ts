@@ -43,6 +43,20 @@ export const operationTable = {
     "body": "json",
     "credits": 0
   },
+  "createCollection": {
+    "method": "post",
+    "path": "/v1/collections/create",
+    "permission": "write",
+    "public": false,
+    "scope": {
+      "resource_type": "collection",
+      "id_from": "body.collection_name",
+      "operation": "write_data"
+    },
+    "namespaceHeader": "optional",
+    "body": "json",
+    "credits": 0
+  },
   "createNamespace": {
     "method": "post",
     "path": "/v1/namespaces",
@@ -107,6 +121,20 @@ export const operationTable = {
     "scope": {
       "resource_type": "bucket",
       "id_from": "path.bucket_identifier",
+      "operation": "delete_data"
+    },
+    "namespaceHeader": "required",
+    "body": null,
+    "credits": 0
+  },
+  "deleteCollection": {
+    "method": "delete",
+    "path": "/v1/collections/{collection_identifier}",
+    "permission": "delete",
+    "public": false,
+    "scope": {
+      "resource_type": "collection",
+      "id_from": "path.collection_identifier",
       "operation": "delete_data"
     },
     "namespaceHeader": "required",
@@ -205,6 +233,20 @@ export const operationTable = {
     "scope": {
       "resource_type": "bucket",
       "id_from": "path.bucket_identifier",
+      "operation": "read_data"
+    },
+    "namespaceHeader": "required",
+    "body": null,
+    "credits": 0
+  },
+  "getCollection": {
+    "method": "get",
+    "path": "/v1/collections/{collection_identifier}",
+    "permission": "read",
+    "public": false,
+    "scope": {
+      "resource_type": "collection",
+      "id_from": "path.collection_identifier",
       "operation": "read_data"
     },
     "namespaceHeader": "required",
@@ -373,6 +415,29 @@ export const operationTable = {
     "body": null,
     "credits": 0
   },
+  "listCollections": {
+    "method": "get",
+    "path": "/v1/collections",
+    "permission": "read",
+    "public": false,
+    "scope": {
+      "resource_type": "collection",
+      "operation": "read_data"
+    },
+    "namespaceHeader": "required",
+    "body": null,
+    "credits": 0
+  },
+  "listFeatureExtractors": {
+    "method": "get",
+    "path": "/v1/collections/features/extractors",
+    "permission": "read",
+    "public": false,
+    "scope": null,
+    "namespaceHeader": null,
+    "body": null,
+    "credits": 0
+  },
   "listNamespaces": {
     "method": "get",
     "path": "/v1/namespaces",
@@ -501,6 +566,20 @@ export const operationTable = {
     "scope": {
       "resource_type": "bucket",
       "id_from": "path.bucket_identifier",
+      "operation": "write_data"
+    },
+    "namespaceHeader": "required",
+    "body": "json",
+    "credits": 0
+  },
+  "updateCollection": {
+    "method": "patch",
+    "path": "/v1/collections/{collection_identifier}",
+    "permission": "write",
+    "public": false,
+    "scope": {
+      "resource_type": "collection",
+      "id_from": "path.collection_identifier",
       "operation": "write_data"
     },
     "namespaceHeader": "required",

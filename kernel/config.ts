@@ -2,6 +2,7 @@
  * One typed configuration, read once from the environment. Plugins receive it injected and never
  * read process.env themselves.
  */
+import { availableParallelism } from 'node:os';
 import path from 'node:path';
 
 export interface Config {
@@ -50,6 +51,12 @@ export interface Config {
   urlFetchTimeoutMs: number;
   /** How often unconfirmed uploads past their expiry are cleaned up (ms). */
   uploadCleanupIntervalMs: number;
+  /** Vector engine; absent means pgvector when the database has it, else LanceDB under `home/vectors`. */
+  vectorEngine: 'pgvector' | 'lancedb' | undefined;
+  /** Remote `tessera inference` workers; absent means workers this process spawns itself. */
+  inferenceAddresses: string[];
+  /** How many inference workers to spawn when there are no remote ones (default: one per core). */
+  inferenceWorkers: number;
 }
 
 export interface S3Settings {
@@ -71,6 +78,11 @@ function int(value: string | undefined, fallback: number, name: string): number 
 function bool(value: string | undefined, fallback: boolean): boolean {
   if (value === undefined || value === '') return fallback;
   return ['1', 'true', 'yes', 'on'].includes(value.toLowerCase());
+}
+
+function vectorEngine(value: string | undefined): Config['vectorEngine'] {
+  if (value === undefined || value === 'pgvector' || value === 'lancedb') return value;
+  throw new Error(`VECTOR_ENGINE must be pgvector or lancedb, got "${value}" (Milvus is not built yet)`);
 }
 
 function text(value: string | undefined): string | undefined {
@@ -117,5 +129,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     allowPrivateUrlFetch: bool(env.TESSERA_ALLOW_PRIVATE_URL_FETCH, false),
     urlFetchTimeoutMs: int(env.TESSERA_URL_FETCH_TIMEOUT_MS, 30_000, 'TESSERA_URL_FETCH_TIMEOUT_MS'),
     uploadCleanupIntervalMs: int(env.TESSERA_UPLOAD_CLEANUP_INTERVAL_MS, 300_000, 'TESSERA_UPLOAD_CLEANUP_INTERVAL_MS'),
+    vectorEngine: vectorEngine(text(env.VECTOR_ENGINE)),
+    inferenceAddresses: (env.INFERENCE_ADDRESSES ?? '')
+      .split(',')
+      .map((a) => a.trim())
+      .filter(Boolean),
+    inferenceWorkers: int(env.TESSERA_INFERENCE_WORKERS, Math.max(1, availableParallelism()), 'TESSERA_INFERENCE_WORKERS'),
   };
 }

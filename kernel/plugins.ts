@@ -118,12 +118,21 @@ export interface ExtractorInput {
   parameters: Record<string, unknown>;
 }
 
+/** A named input an extractor reads from each source record (mapped with `input_mapping`). */
+export interface ExtractorInputSpec {
+  name: string;
+  type: 'text' | 'image' | 'video' | 'audio' | 'pdf' | 'json' | 'any';
+  required: boolean;
+  description?: string;
+}
+
 export interface ExtractorPlugin {
   kind: 'extractor';
   name: string;
   version: string;
   description: string;
   accepts: readonly string[];
+  inputs: readonly ExtractorInputSpec[];
   parameters: JsonSchema;
   features: readonly FeatureSpec[];
   fields: JsonSchema;

@@ -15,11 +15,25 @@ export interface IdentifierQuery {
   pathParams: Readonly<Record<string, string>>;
 }
 
-/** All identifiers of the resource the request names (its id and name), or undefined when there is none. */
+/** All identifiers of the resource the request names, its id first, then its name; undefined when there is none. */
 export type IdentifierResolver = (query: IdentifierQuery) => Promise<readonly string[] | undefined>;
+
+/** The namespace a namespace-scoped resource lives in, found by its (organization-unique) id. */
+export type NamespaceLocator = (organizationId: string, id: string) => Promise<string | undefined>;
 
 export class ResourceIdentifiers {
   private readonly resolvers = new Map<ResourceType, IdentifierResolver>();
+  private readonly locators = new Map<ResourceType, NamespaceLocator>();
+
+  registerLocator(type: ResourceType, locator: NamespaceLocator): void {
+    if (this.locators.has(type)) throw new Error(`'${type}' resources are already located by another plugin`);
+    this.locators.set(type, locator);
+  }
+
+  /** The namespace id of the resource with this id, or undefined when there is none. */
+  locate(type: ResourceType, organizationId: string, id: string): Promise<string | undefined> {
+    return this.locators.get(type)?.(organizationId, id) ?? Promise.resolve(undefined);
+  }
 
   register(type: ResourceType, resolver: IdentifierResolver): void {
     if (this.resolvers.has(type)) throw new Error(`identifiers of '${type}' are already resolved by another plugin`);
@@ -27,7 +41,15 @@ export class ResourceIdentifiers {
   }
 
   async identifiersOf(type: ResourceType, query: IdentifierQuery): Promise<readonly string[]> {
-    const found = await this.resolvers.get(type)?.(query);
-    return found && found.length > 0 ? found : [query.identifier];
+    return (await this.find(type, query)) ?? [query.identifier];
+  }
+
+  /**
+   * The identifiers (id first) of an existing resource, or undefined when none answers to the identifier.
+   * Lets one plugin check another's resource exists (a collection's source bucket) without importing it.
+   */
+  async find(type: ResourceType, query: Omit<IdentifierQuery, 'source' | 'pathParams'> & Partial<IdentifierQuery>): Promise<readonly string[] | undefined> {
+    const found = await this.resolvers.get(type)?.({ source: 'lookup', pathParams: {}, ...query });
+    return found && found.length > 0 ? found : undefined;
   }
 }

@@ -74,11 +74,17 @@ export class OperationMatcher {
   }
 
   match(method: string, path: string): RouteMatch {
+    // Literal routes are tried first; a literal route without this method falls through to a parameterised
+    // one that has it (GET /v1/collections/create is the collection named "create").
+    const allowed = new Set<string>();
     for (const route of this.routes) {
       const m = route.regex.exec(path);
       if (!m) continue;
       const operation = route.byMethod.get(method.toUpperCase());
-      if (!operation) return { kind: 'method_not_allowed', allowed: [...route.byMethod.keys()] };
+      if (!operation) {
+        for (const verb of route.byMethod.keys()) allowed.add(verb);
+        continue;
+      }
       const params: Record<string, string> = {};
       route.paramNames.forEach((name, i) => {
         try {
@@ -89,6 +95,7 @@ export class OperationMatcher {
       });
       return { kind: 'found', operation, params };
     }
-    return { kind: 'not_found' };
+    return allowed.size > 0 ? { kind: 'method_not_allowed', allowed: [...allowed] } : { kind: 'not_found' };
   }
+
 }

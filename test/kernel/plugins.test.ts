@@ -41,6 +41,7 @@ function extractor(name: string, overrides: Record<string, unknown> = {}) {
       version: 'v1',
       description: 'test extractor',
       accepts: ['text/plain'],
+      inputs: [{ name: 'text', type: 'text', required: true }],
       parameters: { type: 'object' },
       features: [],
       fields: { type: 'object', properties: { text: { type: 'string' } } },
@@ -84,7 +85,7 @@ describe('PluginRegistry', () => {
   it('registers every built-in plugin', () => {
     const registry = new PluginRegistry();
     for (const plugin of builtins) registry.add(plugin, 'builtin');
-    expect(registry.resources.map((r) => r.name).sort()).toEqual(['api-keys', 'audit-log', 'buckets', 'health', 'namespaces', 'storage', 'usage', 'users']);
+    expect(registry.resources.map((r) => r.name).sort()).toEqual(['api-keys', 'audit-log', 'buckets', 'collections', 'health', 'namespaces', 'storage', 'usage', 'users']);
   });
 
   it('rejects a duplicate resource name, naming where the duplicate came from', () => {

@@ -86,6 +86,11 @@ export default defineResource({
       return bucket ? [bucket.bucket_id, bucket.bucket_name] : undefined;
     });
 
+    services.get(ResourceIdentifiers).registerLocator('bucket', async (organizationId, id) => {
+      const row = await db('buckets').where({ organization_id: organizationId, bucket_id: id }).first('namespace_id');
+      return (row as { namespace_id: string } | undefined)?.namespace_id;
+    });
+
     tasks.register(CONFIRM_TASK, async ({ task }) =>
       services.get(Uploads).confirmInBackground(String(task.payload.upload_id), (upload) =>
         stores.buckets.find({ organizationId: upload.organization_id, namespaceId: upload.namespace_id }, upload.bucket_id),

@@ -1,0 +1,79 @@
+/** Collection rows, always within one organization (and namespace, for names). */
+import type { Knex } from 'knex';
+import type { components } from '../../../generated/openapi.js';
+
+type Schemas = components['schemas'];
+
+export interface CollectionRow {
+  collection_id: string;
+  organization_id: string;
+  namespace_id: string;
+  collection_name: string;
+  description: string | null;
+  /** Normalised: `bucket_id` / `collection_id` always hold ids, never names. */
+  source: Schemas['CollectionSource'];
+  feature_extractors: Array<Schemas['FeatureExtractorConfig'] & { version: string }>;
+  taxonomy_applications: Array<Schemas['TaxonomyApplication']>;
+  enabled: boolean;
+  metadata: Record<string, unknown>;
+  document_handling: Schemas['DocumentHandling'];
+  cache_config: Schemas['CollectionCacheConfig'];
+  source_lineage: Array<Schemas['SourceLineageEntry']>;
+  output_schema: { properties: Record<string, unknown> };
+  status: 'DONE' | 'PROCESSING' | 'FAILED';
+  document_count: number;
+  created_by: string | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const JSON_COLUMNS = [
+  'source', 'feature_extractors', 'taxonomy_applications', 'metadata', 'document_handling', 'cache_config',
+  'source_lineage', 'output_schema',
+] as const;
+
+function toColumns(row: Partial<CollectionRow>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...row };
+  for (const column of JSON_COLUMNS) if (column in out) out[column] = JSON.stringify(out[column]);
+  return out;
+}
+
+export class CollectionStore {
+  constructor(private readonly db: Knex) {}
+
+  /** By `col_` id or by name (case-insensitive) within a namespace. */
+  find(organizationId: string, namespaceId: string, nameOrId: string): Promise<CollectionRow | undefined> {
+    return this.db<CollectionRow>('collections')
+      .where({ organization_id: organizationId, namespace_id: namespaceId })
+      .where((q) => q.where({ collection_id: nameOrId }).orWhereRaw('lower(collection_name) = lower(?)', [nameOrId]))
+      .orderByRaw('collection_id = ? desc', [nameOrId])
+      .first();
+  }
+
+  findById(organizationId: string, collectionId: string): Promise<CollectionRow | undefined> {
+    return this.db<CollectionRow>('collections').where({ organization_id: organizationId, collection_id: collectionId }).first();
+  }
+
+  list(organizationId: string, namespaceId: string): Promise<CollectionRow[]> {
+    return this.db<CollectionRow>('collections')
+      .where({ organization_id: organizationId, namespace_id: namespaceId })
+      .orderByRaw('lower(collection_name)');
+  }
+
+  /** Collections whose source is this bucket or collection. */
+  readersOf(organizationId: string, kind: 'bucket_id' | 'collection_id', id: string): Promise<CollectionRow[]> {
+    return this.db<CollectionRow>('collections').where({ organization_id: organizationId }).whereRaw(`source->>'${kind}' = ?`, [id]);
+  }
+
+  async insert(row: CollectionRow): Promise<void> {
+    await this.db('collections').insert(toColumns(row));
+  }
+
+  async update(collectionId: string, changes: Partial<CollectionRow>): Promise<void> {
+    await this.db('collections').where({ collection_id: collectionId }).update(toColumns(changes));
+  }
+
+  async delete(collectionId: string): Promise<void> {
+    await this.db('collections').where({ collection_id: collectionId }).delete();
+  }
+}
