@@ -1,8 +1,11 @@
 /**
- * `npm run generate`: rebuilds everything in generated/ from openapi/ (and, later, proto/).
+ * `npm run generate`: rebuilds everything in generated/ from openapi/ and proto/.
  * `npm run generate -- --check` rebuilds in memory and fails when generated/ differs (CI, tests).
  */
-import { readFile, writeFile, mkdir } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { readFile, readdir, writeFile, mkdir, mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import { parse } from 'yaml';
@@ -116,6 +119,36 @@ export function createTesseraClient(options: TesseraClientOptions): TesseraClien
 }
 `;
 
+const BUF = path.join(root, 'node_modules/.bin/buf');
+
+async function filesUnder(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { withFileTypes: true });
+  const nested = await Promise.all(
+    entries.map((e) => (e.isDirectory() ? filesUnder(path.join(dir, e.name)) : Promise.resolve([path.join(dir, e.name)]))),
+  );
+  return nested.flat().sort();
+}
+
+/**
+ * ts-proto code for every .proto under proto/, keyed `generated/proto/<path>.ts`. buf drives the
+ * ts-proto plugin (no protoc needed) into a temporary folder that is read back, so `--check` compares
+ * without touching generated/. The plugin runs locally and the module has no remote deps: offline.
+ */
+async function renderProto(): Promise<Record<string, string>> {
+  const out = await mkdtemp(path.join(os.tmpdir(), 'tessera-proto-'));
+  try {
+    await promisify(execFile)(BUF, ['generate', 'proto', '--template', 'proto/buf.gen.yaml', '-o', out], { cwd: root });
+    const files: Record<string, string> = {};
+    for (const file of await filesUnder(out)) {
+      const rel = path.relative(out, file).split(path.sep).join('/');
+      files[`generated/proto/${rel}`] = await readFile(file, 'utf8');
+    }
+    return files;
+  } finally {
+    await rm(out, { recursive: true, force: true });
+  }
+}
+
 /** Every file generated/ must hold, keyed by its path relative to the project root. */
 export async function renderGenerated(): Promise<Record<string, string>> {
   const doc = parse(await readFile(path.join(root, 'openapi/openapi.yaml'), 'utf8')) as Doc;
@@ -126,15 +159,23 @@ export async function renderGenerated(): Promise<Record<string, string>> {
     'generated/openapi.ts': `${HEADER}${types}`,
     'generated/operations.ts': operationsModule(table),
     'generated/client.ts': CLIENT,
+    ...(await renderProto()),
   };
 }
 
 /** The generated files whose content differs from what the sources produce now. */
 export async function staleGeneratedFiles(): Promise<string[]> {
   const stale: string[] = [];
-  for (const [file, content] of Object.entries(await renderGenerated())) {
+  const rendered = await renderGenerated();
+  for (const [file, content] of Object.entries(rendered)) {
     const current = await readFile(path.join(root, file), 'utf8').catch(() => null);
     if (current !== content) stale.push(file);
+  }
+  // Code left behind by a .proto that was removed or renamed is stale too.
+  const protoDir = path.join(root, 'generated/proto');
+  for (const file of await filesUnder(protoDir).catch(() => [])) {
+    const rel = path.relative(root, file).split(path.sep).join('/');
+    if (!(rel in rendered)) stale.push(rel);
   }
   return stale;
 }
@@ -149,8 +190,11 @@ async function main(): Promise<void> {
     console.log('generated/ is up to date');
     return;
   }
-  await mkdir(path.join(root, 'generated'), { recursive: true });
-  for (const [file, content] of Object.entries(await renderGenerated())) {
+  const rendered = await renderGenerated();
+  // generated/proto/ mirrors proto/ exactly: drop code of protos that no longer exist.
+  await rm(path.join(root, 'generated/proto'), { recursive: true, force: true });
+  for (const [file, content] of Object.entries(rendered)) {
+    await mkdir(path.dirname(path.join(root, file)), { recursive: true });
     await writeFile(path.join(root, file), content);
   }
   console.log('generated/ rebuilt');

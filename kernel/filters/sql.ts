@@ -88,8 +88,15 @@ export function filterToSql(filter: ParsedFilter, resolve: FieldResolver): Sql |
       case 'lte': return ordered('<=', c.value);
       case 'in': return `(${(c.value as unknown[]).map(equals).join(' or ')})`;
       case 'nin': return `coalesce(not (${(c.value as unknown[]).map(equals).join(' or ')}), true)`;
-      case 'contains':
-        return `((jsonb_typeof(${e}) = 'array' and ${e} @> ${bind(JSON.stringify([c.value]))}::jsonb) or (${isString} and strpos(${str(txt)}, ${str(bind(c.value))}) > 0))`;
+      case 'contains': {
+        // An array contains the value as an element (strings compared ignoring case unless case_sensitive);
+        // a string contains it as a substring.
+        const element =
+          typeof c.value === 'string' && ci
+            ? `exists (select 1 from jsonb_array_elements(${e}) as el where jsonb_typeof(el) = 'string' and lower(el #>> '{}') = lower(${bind(c.value)}))`
+            : `${e} @> ${bind(JSON.stringify([c.value]))}::jsonb`;
+        return `((jsonb_typeof(${e}) = 'array' and ${element}) or (${isString} and strpos(${str(txt)}, ${str(bind(c.value))}) > 0))`;
+      }
       case 'starts_with': return `(${isString} and left(${str(txt)}, length(${bind(c.value)})) = ${str(bind(c.value))})`;
       case 'ends_with': return `(${isString} and right(${str(txt)}, length(${bind(c.value)})) = ${str(bind(c.value))})`;
       case 'exists': return c.value === false ? `(${e} is null or ${e} = 'null'::jsonb)` : `(${e} is not null and ${e} <> 'null'::jsonb)`;

@@ -28,6 +28,8 @@ const filters: Array<Record<string, unknown>> = [
   { AND: [{ field: 'meta.color', operator: 'in', value: ['BLUE', 'nothing'] }] },
   { AND: [{ field: 'meta.color', operator: 'nin', value: ['red'] }] },
   { AND: [{ field: 'meta.tags', operator: 'contains', value: 'y' }] },
+  { AND: [{ field: 'meta.tags', operator: 'contains', value: 'Y' }] },
+  { AND: [{ field: 'meta.tags', operator: 'contains', value: 'Y' }], case_sensitive: true },
   { AND: [{ field: 'meta.color', operator: 'contains', value: 'LU' }] },
   { AND: [{ field: 'meta.color', operator: 'starts_with', value: 're' }] },
   { AND: [{ field: 'meta.color', operator: 'ends_with', value: 'UE' }] },

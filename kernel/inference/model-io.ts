@@ -1,0 +1,78 @@
+/**
+ * What a model plugin's `infer(inputs)` receives and may return, per task, when it runs inside an
+ * inference worker. `ModelPlugin` in kernel/plugins.ts is generic (`unknown` in, `unknown` out), so this
+ * file is the contract the worker holds models to: it converts gRPC requests into these inputs and
+ * checks every output before it goes back on the wire (a model that breaks it fails with INTERNAL).
+ */
+import type { ModelPlugin, ModelTask } from '../plugins.js';
+
+/** Any model plugin, whatever its input and output types (what the registry holds). */
+export type AnyModelPlugin = ModelPlugin<never, unknown>;
+
+/** A vector: a plain array or a typed array, finite numbers only. */
+export type VectorOutput = readonly number[] | Float32Array | Float64Array;
+
+/**
+ * An embedding with optional extras (JSON-serialisable), e.g. an image's size and dominant colours:
+ * either under `extras`, or as any other fields beside `vector` (`{ vector, width, height, phash }`).
+ */
+export interface EmbeddingOutput {
+  vector: VectorOutput;
+  extras?: Record<string, unknown>;
+  [field: string]: unknown;
+}
+
+/** What an embedding model may return per input. */
+export type EmbedOutput = VectorOutput | EmbeddingOutput;
+
+/** One mono clip for `embed_audio` models: samples in [-1, 1]. */
+export interface AudioClipInput {
+  samples: Float32Array;
+  sampleRate: number;
+}
+
+/** One axis-aligned box in pixels of the source image. */
+export interface OcrBox {
+  text: string;
+  confidence: number;
+  x: number;
+  y: number;
+  width: number;
+  height: number;
+}
+
+/** What an `ocr` model may return per image: the text alone, or the text and its boxes. */
+export type OcrOutput = string | { text: string; boxes?: readonly OcrBox[] };
+
+/** One (query, document) pair for `rerank` models, which return one number (higher = more relevant) per pair. */
+export interface RerankInput {
+  query: string;
+  document: string;
+}
+
+/** The input each task's `infer` receives, one per element of its batch. */
+export interface ModelInputs {
+  embed_text: string;
+  /** Encoded image bytes (PNG, JPEG, WebP, ...). */
+  embed_image: Buffer;
+  embed_audio: AudioClipInput;
+  /** Encoded image bytes. */
+  ocr: Buffer;
+  rerank: RerankInput;
+}
+
+/** What each task's `infer` may return, one per input, in input order. */
+export interface ModelOutputs {
+  embed_text: EmbedOutput;
+  embed_image: EmbedOutput;
+  embed_audio: EmbedOutput;
+  ocr: OcrOutput;
+  rerank: number;
+}
+
+/** The tasks the Inference service serves (`transcribe` models are listed but not yet callable). */
+export type ServedTask = keyof ModelInputs;
+
+export function isServedTask(task: ModelTask): task is ServedTask {
+  return task === 'embed_text' || task === 'embed_image' || task === 'embed_audio' || task === 'ocr' || task === 'rerank';
+}

@@ -1,0 +1,39 @@
+/**
+ * Picks and builds the vector engine. pgvector whenever the database has it (one store, transactional
+ * with the documents); LanceDB otherwise, e.g. on a PostgreSQL server without the extension.
+ */
+import { InputError } from '../errors.js';
+import type { Database } from '../db/database.js';
+import { LanceDbIndex, type LanceDbOptions } from './lancedb.js';
+import { PgvectorIndex, type PgvectorOptions } from './pgvector.js';
+import type { VectorEngine, VectorIndex } from './vector-index.js';
+
+export * from './vector-index.js';
+export { LanceDbIndex } from './lancedb.js';
+export { PgvectorIndex, payloadFieldResolver } from './pgvector.js';
+
+export function chooseEngine(options: { requested?: VectorEngine | undefined; hasPgvector: boolean }): VectorEngine {
+  if (options.requested === 'pgvector' && !options.hasPgvector) {
+    throw new InputError('VECTOR_ENGINE=pgvector, but the database has no pgvector extension (use lancedb)');
+  }
+  return options.requested ?? (options.hasPgvector ? 'pgvector' : 'lancedb');
+}
+
+export interface CreateVectorIndexOptions {
+  engine: VectorEngine;
+  /** Required for pgvector. */
+  db?: Database;
+  /** Folder or URI of the LanceDB data; required for lancedb. */
+  lanceDir?: string;
+  pgvector?: PgvectorOptions;
+  lancedb?: Omit<LanceDbOptions, 'uri'>;
+}
+
+export function createVectorIndex(options: CreateVectorIndexOptions): VectorIndex {
+  if (options.engine === 'pgvector') {
+    if (!options.db) throw new InputError('the pgvector engine needs a database');
+    return new PgvectorIndex(options.db, options.pgvector);
+  }
+  if (!options.lanceDir) throw new InputError('the lancedb engine needs a data folder (lanceDir)');
+  return new LanceDbIndex({ ...options.lancedb, uri: options.lanceDir });
+}

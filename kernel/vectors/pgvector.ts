@@ -1,0 +1,263 @@
+/**
+ * The pgvector engine: one table per index in the `tessera_vectors` schema (so index names can never
+ * collide with the service's own tables), `id text primary key, embedding vector(d), payload jsonb`,
+ * with an HNSW index using the distance's operator class.
+ *
+ * Filters compile through kernel/filters/sql.ts. Every filter field is a path into `payload`
+ * (`metadata.category` → `payload #> '{metadata,category}'`), the same reading matchesFilter gives.
+ *
+ * Search is planned per query: when the rows a filter selects number at most `exactScanThreshold`, an
+ * exact scan ordered by distance is both fast and perfect (recall 1.0); above it the HNSW index runs
+ * with iterative scans, so a filter that rejects many candidates still fills the limit.
+ */
+import { ConflictError, NotFoundError } from '../errors.js';
+import type { Database } from '../db/database.js';
+import type { ParsedFilter } from '../filters/filter.js';
+import { filterToSql, type FieldResolver } from '../filters/sql.js';
+import {
+  checkIndexName, checkLimit, checkSpec, checkVector, dedupeById,
+  type Distance, type IndexSpec, type VectorHit, type VectorIndex, type VectorQuery, type VectorRecord,
+} from './vector-index.js';
+
+const SCHEMA = 'tessera_vectors';
+const REGISTRY = `"${SCHEMA}"."indexes"`;
+
+/** Operator, HNSW operator class, and the score (higher is more similar) from the operator's distance. */
+const OPS: Record<Distance, { op: string; opclass: string; score: (d: number) => number }> = {
+  cosine: { op: '<=>', opclass: 'vector_cosine_ops', score: (d) => 1 - d },
+  l2: { op: '<->', opclass: 'vector_l2_ops', score: (d) => -d },
+  // `<#>` is the negative inner product, so ascending order is descending similarity.
+  dot: { op: '<#>', opclass: 'vector_ip_ops', score: (d) => -d },
+};
+
+/** Every field is a path into the payload column (FIELD paths are [A-Za-z0-9_] segments, checked by the parser). */
+export const payloadFieldResolver: FieldResolver = (field) => {
+  if (!/^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$/.test(field)) return undefined;
+  return { expr: `("payload" #> '{${field.split('.').join(',')}}')`, kind: 'jsonb' };
+};
+
+export interface PgvectorOptions {
+  /** At most this many selected rows → exact scan; more → HNSW. */
+  exactScanThreshold?: number;
+  /** Floor for `hnsw.ef_search`; the query uses max(this, 2 × limit). */
+  efSearch?: number;
+}
+
+export type SearchPlan = 'exact' | 'ann';
+
+export class PgvectorIndex implements VectorIndex {
+  readonly engine = 'pgvector' as const;
+  private readonly specs = new Map<string, IndexSpec>();
+  private readonly exactScanThreshold: number;
+  private readonly efSearch: number;
+  private ready: Promise<void> | undefined;
+
+  constructor(private readonly db: Database, options: PgvectorOptions = {}) {
+    this.exactScanThreshold = options.exactScanThreshold ?? 20_000;
+    this.efSearch = options.efSearch ?? 100;
+  }
+
+  private table(name: string): string {
+    return `"${SCHEMA}"."${checkIndexName(name)}"`;
+  }
+
+  private setup(): Promise<void> {
+    this.ready ??= (async () => {
+      await this.db.raw(`create schema if not exists "${SCHEMA}"`);
+      // The registry remembers each index's distance (the column type only knows dims).
+      await this.db.raw(
+        `create table if not exists ${REGISTRY} (name text primary key, dims integer not null, distance text not null, created_at timestamptz not null default now())`,
+      );
+    })().catch((err: unknown) => {
+      this.ready = undefined;
+      throw err;
+    });
+    return this.ready;
+  }
+
+  async ensureIndex(spec: IndexSpec): Promise<void> {
+    checkSpec(spec);
+    await this.setup();
+    const { opclass } = OPS[spec.distance];
+    await this.db.transaction(async (trx) => {
+      // Two services creating the same index at once: the second waits, then sees the first's row.
+      await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`tessera_vectors:${spec.name}`]);
+      const existing = await trx.raw<{ rows: Array<{ dims: number; distance: Distance }> }>(
+        `select dims, distance from ${REGISTRY} where name = ?`, [spec.name],
+      );
+      const row = existing.rows[0];
+      if (row) {
+        if (row.dims !== spec.dims || row.distance !== spec.distance) {
+          throw new ConflictError(`vector index '${spec.name}' exists with dims ${row.dims} and distance ${row.distance}`, {
+            name: spec.name, dims: row.dims, distance: row.distance,
+          });
+        }
+        return;
+      }
+      const table = this.table(spec.name);
+      await trx.raw(`create table ${table} (id text primary key, embedding vector(${spec.dims}) not null, payload jsonb not null default '{}')`);
+      // pgvector's HNSW indexes at most 2000 dims; above that every search is an exact scan.
+      if (spec.dims <= 2000) await trx.raw(`create index on ${table} using hnsw (embedding ${opclass})`);
+      await trx.raw(`insert into ${REGISTRY} (name, dims, distance) values (?, ?, ?)`, [spec.name, spec.dims, spec.distance]);
+    });
+    this.specs.set(spec.name, { ...spec });
+  }
+
+  private async spec(name: string): Promise<IndexSpec> {
+    checkIndexName(name);
+    const cached = this.specs.get(name);
+    if (cached) return cached;
+    await this.setup();
+    const res = await this.db.raw<{ rows: Array<{ dims: number; distance: Distance }> }>(
+      `select dims, distance from ${REGISTRY} where name = ?`, [name],
+    );
+    const row = res.rows[0];
+    if (!row) throw new NotFoundError(`vector index '${name}' not found`, { name });
+    const spec: IndexSpec = { name, dims: row.dims, distance: row.distance };
+    this.specs.set(name, spec);
+    return spec;
+  }
+
+  async upsert(name: string, records: VectorRecord[]): Promise<void> {
+    const spec = await this.spec(name);
+    const rows = dedupeById(records).map((r) => ({
+      id: r.id,
+      embedding: literal(checkVector(r.vector, spec.dims, r.id)),
+      payload: JSON.stringify(r.payload ?? {}),
+    }));
+    const table = this.table(name);
+    for (let i = 0; i < rows.length; i += 500) {
+      const chunk = rows.slice(i, i + 500);
+      await this.db.raw(
+        `insert into ${table} (id, embedding, payload) values ${chunk.map(() => '(?, ?::vector, ?::jsonb)').join(', ')}
+         on conflict (id) do update set embedding = excluded.embedding, payload = excluded.payload`,
+        chunk.flatMap((r) => [r.id, r.embedding, r.payload]),
+      );
+    }
+  }
+
+  async delete(name: string, ids: string[]): Promise<number> {
+    await this.spec(name);
+    if (ids.length === 0) return 0;
+    // Raw SQL: knex's delete() returns a count on pg but a result object through knex-pglite.
+    const unique = [...new Set(ids)];
+    const res = await this.db.raw<{ rowCount: number | null }>(
+      `delete from ${this.table(name)} where id in (${unique.map(() => '?').join(', ')})`, unique,
+    );
+    return Number(res.rowCount ?? 0);
+  }
+
+  async deleteWhere(name: string, filter: ParsedFilter): Promise<number> {
+    await this.spec(name);
+    const where = compile(filter);
+    const res = await this.db.raw<{ rowCount: number | null }>(`delete from ${this.table(name)} where ${where.text}`, where.bindings);
+    return Number(res.rowCount ?? 0);
+  }
+
+  async count(name: string, filter?: ParsedFilter): Promise<number> {
+    await this.spec(name);
+    const where = compile(filter);
+    const res = await this.db.raw<{ rows: Array<{ n: number | string }> }>(
+      `select count(*) as n from ${this.table(name)} where ${where.text}`, where.bindings,
+    );
+    return Number(res.rows[0]?.n ?? 0);
+  }
+
+  async get(name: string, ids: string[]): Promise<VectorRecord[]> {
+    await this.spec(name);
+    if (ids.length === 0) return [];
+    const rows = await this.db
+      .withSchema(SCHEMA)
+      .table(name)
+      .select('id', this.db.raw('embedding::text as embedding'), 'payload')
+      .whereIn('id', ids);
+    return (rows as Array<{ id: string; embedding: string; payload: Record<string, unknown> | string }>).map((r) => ({
+      id: r.id,
+      vector: parseLiteral(r.embedding),
+      payload: typeof r.payload === 'string' ? (JSON.parse(r.payload) as Record<string, unknown>) : r.payload,
+    }));
+  }
+
+  /**
+   * Exact when the filter (or the whole table) selects at most `exactScanThreshold` rows. The count
+   * stops at threshold + 1, so deciding costs at most that many rows read.
+   */
+  async plan(name: string, filter?: ParsedFilter): Promise<SearchPlan> {
+    const spec = await this.spec(name);
+    if (spec.dims > 2000) return 'exact';
+    const where = compile(filter);
+    const res = await this.db.raw<{ rows: Array<{ n: number | string }> }>(
+      `select count(*) as n from (select 1 from ${this.table(name)} where ${where.text} limit ${this.exactScanThreshold + 1}) s`,
+      where.bindings,
+    );
+    return Number(res.rows[0]?.n ?? 0) <= this.exactScanThreshold ? 'exact' : 'ann';
+  }
+
+  async search(name: string, query: VectorQuery): Promise<VectorHit[]> {
+    const spec = await this.spec(name);
+    const limit = checkLimit(query.limit);
+    const vector = literal(checkVector(query.vector, spec.dims));
+    const where = compile(query.filter);
+    const plan = await this.plan(name, query.filter);
+    const { op, score } = OPS[spec.distance];
+    const distance = `(embedding ${op} ?::vector)`;
+    const rows = await this.db.transaction(async (trx) => {
+      if (plan === 'exact') {
+        // Keep the planner off the HNSW index: over a small subset a sequential scan is exact and cheap.
+        await trx.raw('set local enable_indexscan = off');
+      } else {
+        await trx.raw(`set local hnsw.ef_search = ${Math.min(1000, Math.max(this.efSearch, 2 * limit))}`);
+        // Keep walking the graph until `limit` rows pass the filter (pgvector ≥ 0.8).
+        await trx.raw('set local hnsw.iterative_scan = relaxed_order');
+      }
+      // relaxed_order may return slightly out of order: the outer query sorts exactly.
+      const res = await trx.raw<{ rows: Array<{ id: string; d: number; payload: Record<string, unknown> | string }> }>(
+        `select id, d, payload from (
+           select id, ${distance} as d, payload from ${this.table(name)} where ${where.text} order by ${distance} limit ${limit}
+         ) s order by d, id`,
+        [vector, ...where.bindings, vector],
+      );
+      return res.rows;
+    });
+    return rows.map((r) => ({
+      id: r.id,
+      score: score(Number(r.d)),
+      payload: typeof r.payload === 'string' ? (JSON.parse(r.payload) as Record<string, unknown>) : r.payload,
+    }));
+  }
+
+  async dropIndex(name: string): Promise<void> {
+    checkIndexName(name);
+    await this.setup();
+    await this.db.transaction(async (trx) => {
+      await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`tessera_vectors:${name}`]);
+      await trx.raw(`drop table if exists ${this.table(name)}`);
+      await trx.raw(`delete from ${REGISTRY} where name = ?`, [name]);
+    });
+    this.specs.delete(name);
+  }
+
+  async ping(): Promise<void> {
+    await this.db.raw(`select '[1]'::vector`);
+  }
+
+  /** The database belongs to the kernel, which closes it. */
+  async close(): Promise<void> {
+    this.specs.clear();
+  }
+}
+
+function compile(filter: ParsedFilter | undefined): { text: string; bindings: Array<string | number | boolean> } {
+  if (!filter) return { text: 'true', bindings: [] };
+  const sql = filterToSql(filter, payloadFieldResolver);
+  return sql ? { text: sql.text, bindings: sql.bindings as Array<string | number | boolean> } : { text: 'true', bindings: [] };
+}
+
+/** pgvector's text form, bound as a parameter: never spliced into SQL. */
+function literal(values: number[]): string {
+  return `[${values.join(',')}]`;
+}
+
+function parseLiteral(text: string): number[] {
+  return text.slice(1, -1).split(',').filter((s) => s.length > 0).map(Number);
+}

@@ -1,0 +1,108 @@
+/**
+ * VectorIndex: the one interface every vector engine implements (pgvector in the database, LanceDB on
+ * disk). Engines pass the same contract suite (test/kernel/vectors/contract.ts), so callers never care
+ * which one runs. Filters are the shared filter language (kernel/filters/filter.ts); their fields are
+ * paths into the record's payload (`metadata.category` reads `payload.metadata.category`).
+ */
+import { InputError } from '../errors.js';
+import type { ParsedFilter } from '../filters/filter.js';
+
+export type Distance = 'cosine' | 'l2' | 'dot';
+export const DISTANCES: readonly Distance[] = ['cosine', 'l2', 'dot'];
+
+export interface IndexSpec {
+  /** e.g. `v_col_abc__text_embedding`; `[a-z0-9_]{1,63}` (used as a table name by both engines). */
+  name: string;
+  dims: number;
+  distance: Distance;
+}
+
+export interface VectorRecord {
+  id: string;
+  vector: number[] | Float32Array;
+  /** Filterable fields, e.g. organization_id, namespace_id, document_id, metadata. */
+  payload: Record<string, unknown>;
+}
+
+export interface VectorQuery {
+  vector: number[] | Float32Array;
+  limit: number;
+  filter?: ParsedFilter;
+}
+
+export interface VectorHit {
+  id: string;
+  /** Higher is more similar: cosine similarity, negative L2 distance, or the dot product. */
+  score: number;
+  payload: Record<string, unknown>;
+}
+
+export type VectorEngine = 'pgvector' | 'lancedb';
+
+export interface VectorIndex {
+  readonly engine: VectorEngine;
+  /** Idempotent; a different dims or distance for an existing name is a ConflictError. */
+  ensureIndex(spec: IndexSpec): Promise<void>;
+  /** Idempotent by id: re-upserting replaces, never duplicates. */
+  upsert(name: string, records: VectorRecord[]): Promise<void>;
+  delete(name: string, ids: string[]): Promise<number>;
+  deleteWhere(name: string, filter: ParsedFilter): Promise<number>;
+  search(name: string, query: VectorQuery): Promise<VectorHit[]>;
+  get(name: string, ids: string[]): Promise<VectorRecord[]>;
+  count(name: string, filter?: ParsedFilter): Promise<number>;
+  /** Idempotent: dropping an unknown index is not an error. */
+  dropIndex(name: string): Promise<void>;
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+const NAME = /^[a-z0-9_]{1,63}$/;
+
+/** Names become table names in both engines, so they are checked before they reach any SQL. */
+export function checkIndexName(name: string): string {
+  if (typeof name !== 'string' || !NAME.test(name)) {
+    throw new InputError(`invalid vector index name '${String(name)}' (expected [a-z0-9_]{1,63})`, { name });
+  }
+  return name;
+}
+
+export function checkSpec(spec: IndexSpec): IndexSpec {
+  checkIndexName(spec.name);
+  if (!Number.isInteger(spec.dims) || spec.dims < 1 || spec.dims > 16_000) {
+    throw new InputError(`vector dims must be an integer in 1..16000, got ${spec.dims}`, { dims: spec.dims });
+  }
+  if (!DISTANCES.includes(spec.distance)) {
+    throw new InputError(`unknown distance '${String(spec.distance)}'`, { distance: spec.distance });
+  }
+  return spec;
+}
+
+/** Checks a vector against the index's dims and returns it as plain finite numbers. */
+export function checkVector(vector: number[] | Float32Array, dims: number, id?: string): number[] {
+  const values = Array.from(vector);
+  if (values.length !== dims) {
+    throw new InputError(`vector has ${values.length} dimensions, the index expects ${dims}`, { ...(id ? { id } : {}), dims });
+  }
+  if (!values.every((v) => typeof v === 'number' && Number.isFinite(v))) {
+    throw new InputError('vector values must be finite numbers', id ? { id } : undefined);
+  }
+  return values;
+}
+
+export function checkLimit(limit: number): number {
+  if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) {
+    throw new InputError(`search limit must be an integer in 1..10000, got ${limit}`, { limit });
+  }
+  return limit;
+}
+
+/** Last write wins when a batch repeats an id (both engines refuse a duplicate key within one statement). */
+export function dedupeById<T extends { id: string }>(records: readonly T[]): T[] {
+  const byId = new Map<string, T>();
+  for (const r of records) {
+    if (typeof r.id !== 'string' || r.id.length === 0) throw new InputError('every vector record needs a non-empty string id');
+    byId.delete(r.id);
+    byId.set(r.id, r);
+  }
+  return [...byId.values()];
+}
