@@ -37,6 +37,8 @@ import { ReferenceRegistry as ReferenceRegistryService } from './references.js';
 import { DatabaseTaskQueue, taskMigrations } from './tasks/task-queue.js';
 import { createBlobStore } from './blobs/index.js';
 import { signingSecret } from './secrets.js';
+import { chooseEngine, createVectorIndex } from './vectors/index.js';
+import { InferenceClient, startInferenceWorkers } from './inference/index.js';
 
 export interface KernelOverrides {
   clock?: ClockShape;
@@ -49,6 +51,11 @@ export interface KernelOptions {
   config: ConfigShape;
   /** Loaded plugin objects, each with where it came from (for contract errors). */
   plugins: ReadonlyArray<{ plugin: unknown; origin: string }>;
+  /**
+   * The plugin modules, by specifier, that spawned inference workers load for their models. Without
+   * them (and without INFERENCE_ADDRESSES) this process runs no inference workers.
+   */
+  inferencePlugins?: readonly string[];
   overrides?: KernelOverrides;
 }
 
@@ -166,8 +173,17 @@ async function assembleCore(
   container.bind(T.BlobStore).toConstantValue(blobs);
   container.bind(T.PublicUrl).toConstantValue(publicUrl);
 
+  const vectors = createVectorIndex({
+    engine: chooseEngine({ requested: config.vectorEngine, hasPgvector: database.hasPgvector }),
+    db,
+    lanceDir: path.join(config.home, 'vectors'),
+  });
+  lifecycle.onShutdown('vector index', () => vectors.close());
+  container.bind(T.VectorIndex).toConstantValue(vectors);
+
   const health = new HealthRegistryService();
   health.register({ name: 'blob_store', kind: blobs.kind, required: true, probe: () => blobs.ping() });
+  health.register({ name: 'vectors', kind: vectors.engine, required: true, probe: () => vectors.ping() });
   health.register({ name: 'database', kind: database.kind, required: true, probe: async () => void (await db.raw('select 1')) });
   health.register({ name: 'event_bus', kind: events.kind, required: true, probe: async () => void (await events.ping()) });
   container.bind(T.HealthRegistry).toConstantValue(health);
@@ -249,6 +265,8 @@ async function serve(core: Core, options: KernelOptions): Promise<Kernel> {
     handlers,
   });
 
+  await startInference(core, options);
+
   // Background tasks stop after the HTTP server has drained (shutdown hooks run in reverse).
   const tasks = services.get(T.TaskQueue);
   tasks.start();
@@ -271,6 +289,38 @@ async function serve(core: Core, options: KernelOptions): Promise<Kernel> {
     bootstrap,
     stop: () => lifecycle.stop(),
   };
+}
+
+/**
+ * Remote workers (INFERENCE_ADDRESSES), or workers this process spawns over the given plugin modules, or
+ * none: then the client has no address and every call is a ServiceUnavailableError. Inference is not
+ * required for the API to serve; health reports it as degraded when its workers do not answer.
+ */
+async function startInference(core: Core, options: KernelOptions): Promise<void> {
+  const { config } = options;
+  const remote = config.inferenceAddresses;
+  const spawn = remote.length === 0 && (options.inferencePlugins?.length ?? 0) > 0 && config.inferenceWorkers > 0;
+  if (remote.length === 0 && !spawn) {
+    core.container.bind(T.Inference).toConstantValue(new InferenceClient({ addresses: [], log: core.log.child({ component: 'inference' }) }));
+    return;
+  }
+  const runtime = await startInferenceWorkers({
+    addresses: remote,
+    plugins: options.inferencePlugins ?? [],
+    workers: config.inferenceWorkers,
+    log: core.log,
+  });
+  core.lifecycle.onShutdown('inference', () => runtime.stop());
+  core.container.bind(T.Inference).toConstantValue(runtime.client);
+  core.services.get(T.HealthRegistry).register({
+    name: 'inference',
+    kind: runtime.pool ? `${config.inferenceWorkers} spawned workers` : `${remote.length} remote workers`,
+    required: false,
+    probe: async () => {
+      const health = await runtime.client.health();
+      if (!health.ok) throw new Error('no inference worker is serving');
+    },
+  });
 }
 
 function collectHandlers(resources: PluginRegistryService['resources']): Map<OperationId, AnyHandler> {

@@ -13,6 +13,8 @@ import { loadConfig } from './config.js';
 import { openKernelCore, startKernel } from './app.js';
 import { loadPluginModules, PluginRegistry } from './plugins.js';
 import { TenantStore } from './tokens.js';
+import { runInferenceCommand } from './inference/index.js';
+import { createLogger } from './logger.js';
 
 // plugins/index.ts beside kernel/ (or plugins/index.js beside a built dist/kernel/).
 const BUILTIN_PLUGINS = fileURLToPath(new URL(`../plugins/index${path.extname(fileURLToPath(import.meta.url))}`, import.meta.url));
@@ -27,7 +29,11 @@ async function loadPlugins(extra: readonly string[]): Promise<Array<{ plugin: un
 
 async function serveCommand(): Promise<void> {
   const config = loadConfig();
-  const kernel = await startKernel({ config, plugins: await loadPlugins(config.plugins) });
+  const kernel = await startKernel({
+    config,
+    plugins: await loadPlugins(config.plugins),
+    inferencePlugins: [BUILTIN_PLUGINS, ...config.plugins],
+  });
   if (kernel.bootstrap) {
     const { organization, owner, adminKeyPlaintext } = kernel.bootstrap;
     const shown = config.adminKey ? '(the value of TESSERA_ADMIN_KEY)' : adminKeyPlaintext;
@@ -111,6 +117,21 @@ export function buildProgram(): Command {
   const program = new Command('tessera').description('Tessera: multimodal data processing and retrieval');
 
   program.command('serve').description('Run the API with its embedded defaults (what npm start runs)').action(serveCommand);
+
+  program
+    .command('inference')
+    .description('Serve the models of the built-in and TESSERA_PLUGINS plugins over gRPC (point INFERENCE_ADDRESSES at it)')
+    .option('--listen <address>', 'host:port to listen on', '0.0.0.0:50051')
+    .action(async (o: { listen: string }) => {
+      const config = loadConfig();
+      await runInferenceCommand({
+        plugins: [BUILTIN_PLUGINS, ...config.plugins],
+        address: o.listen,
+        log: createLogger(config.logLevel),
+        shutdownGraceMs: config.shutdownGraceMs,
+      });
+      process.exit(0);
+    });
 
   const orgs = program.command('orgs').description('Operator commands on the database (stop a PGlite-backed server first)');
   orgs

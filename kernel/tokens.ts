@@ -21,6 +21,8 @@ import type { ResourceIdentifiers as ResourceIdentifiersShape } from './auth/res
 import type { ReferenceRegistry as ReferenceRegistryShape } from './references.js';
 import type { TaskQueue as TaskQueueShape } from './tasks/task-queue.js';
 import type { BlobStore as BlobStoreShape } from './blobs/blob-store.js';
+import type { VectorIndex as VectorIndexShape } from './vectors/vector-index.js';
+import type { InferenceClient as InferenceClientShape } from './inference/client.js';
 
 declare const tokenType: unique symbol;
 export type Token<T> = symbol & { readonly [tokenType]?: T };
@@ -75,3 +77,6 @@ export const BlobStore = createToken<BlobStoreShape>('BlobStore');
 export const PublicUrl = createToken<{ current: string }>('PublicUrl');
 /** Signs and verifies the local blob store's presigned URLs. */
 export const BlobSigningSecret = createToken<Buffer>('BlobSigningSecret');
+export const VectorIndex = createToken<VectorIndexShape>('VectorIndex');
+/** The inference client extractors and stages use (gRPC to spawned or remote workers). */
+export const Inference = createToken<InferenceClientShape>('Inference');

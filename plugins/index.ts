@@ -4,10 +4,27 @@ import auditLog from './resources/audit-log/index.js';
 import buckets from './resources/buckets/index.js';
 import collections from './resources/collections/index.js';
 import passthroughExtractor from './extractors/passthrough_extractor/index.js';
+import hashedNgramText from './models/hashed-ngram-text/index.js';
+import imageDescriptor from './models/image-descriptor/index.js';
+import logMelAudio from './models/log-mel-audio/index.js';
 import health from './resources/health/index.js';
 import namespaces from './resources/namespaces/index.js';
 import storage from './resources/storage/index.js';
 import usage from './resources/usage/index.js';
 import users from './resources/users/index.js';
 
-export default [health, users, apiKeys, auditLog, usage, namespaces, buckets, storage, collections, passthroughExtractor];
+export default [
+  health,
+  users,
+  apiKeys,
+  auditLog,
+  usage,
+  namespaces,
+  buckets,
+  storage,
+  collections,
+  passthroughExtractor,
+  hashedNgramText,
+  imageDescriptor,
+  logMelAudio,
+];

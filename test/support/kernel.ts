@@ -48,6 +48,8 @@ export interface RawResponse {
 
 export interface TestKernelOptions {
   plugins?: readonly unknown[];
+  /** Plugin modules spawned inference workers load (none: the kernel runs no inference workers). */
+  inferencePlugins?: readonly string[];
   config?: Partial<Config>;
   clock?: Clock;
   logger?: Logger;
@@ -110,6 +112,7 @@ export async function startTestKernel(options: TestKernelOptions = {}): Promise<
     kernel = await startKernel({
       config,
       plugins: (options.plugins ?? builtins).map((plugin) => ({ plugin, origin: 'test' })),
+      ...(options.inferencePlugins ? { inferencePlugins: options.inferencePlugins } : {}),
       overrides: {
         logger: options.logger ?? captured.logger,
         ...(options.clock ? { clock: options.clock } : {}),
