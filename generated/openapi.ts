@@ -246,6 +246,106 @@ export interface paths {
         patch: operations["updateCollection"];
         trace?: never;
     };
+    "/v1/collections/{collection_identifier}/documents": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The collection's name or its `col_` id. */
+                collection_identifier: components["parameters"]["CollectionIdentifier"];
+            };
+            cookie?: never;
+        };
+        /** List a collection's documents, newest first, with cursor pagination (filters via POST .../documents/list). */
+        get: operations["listDocuments"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/collections/{collection_identifier}/documents/{document_id}": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The collection's name or its `col_` id. */
+                collection_identifier: components["parameters"]["CollectionIdentifier"];
+                document_id: components["parameters"]["DocumentId"];
+            };
+            cookie?: never;
+        };
+        /** One document. */
+        get: operations["getDocument"];
+        put?: never;
+        post?: never;
+        /** Delete one document. */
+        delete: operations["deleteDocument"];
+        options?: never;
+        head?: never;
+        /** Replace a document's metadata (its extracted fields belong to processing). */
+        patch: operations["updateDocument"];
+        trace?: never;
+    };
+    "/v1/collections/{collection_identifier}/documents/delete": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The collection's name or its `col_` id. */
+                collection_identifier: components["parameters"]["CollectionIdentifier"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Delete every document a filter selects (the filter must have at least one condition). */
+        post: operations["deleteDocumentsByFilter"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/collections/{collection_identifier}/documents/list": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The collection's name or its `col_` id. */
+                collection_identifier: components["parameters"]["CollectionIdentifier"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * List documents matching a filter, sorted, with cursor pagination.
+         * @description Filter fields: `document_id`, `root_object_id`, `source_collection_id`, `source_document_id`,
+         *     `processing_tier`, `created_at`, `updated_at`, `metadata.<path>`, `fields.<path>`, or a bare field name
+         *     (= `fields.<name>`). A user-scoped key sees only documents its principal owns or was granted.
+         */
+        post: operations["searchDocuments"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/collections/create": {
         parameters: {
             query?: never;
@@ -360,6 +460,28 @@ export interface paths {
         head?: never;
         /** Rename a namespace or change its description, metadata or extractors. */
         patch: operations["updateNamespace"];
+        trace?: never;
+    };
+    "/v1/objects/{object_id}/decomposition-tree": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                object_id: components["parameters"]["ObjectId"];
+            };
+            cookie?: never;
+        };
+        /** Every document made from one bucket object, across collections and tiers, as a tree. */
+        get: operations["getDecompositionTree"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/v1/openapi.json": {
@@ -923,12 +1045,81 @@ export interface components {
             errors: number;
             requests: number;
         };
+        DecompositionNode: {
+            children: components["schemas"]["DecompositionNode"][];
+            collection_id: string;
+            document_id: string;
+            processing_tier: number;
+            source_document_id: string | null;
+        };
+        DecompositionTree: {
+            object_id: string;
+            roots: components["schemas"]["DecompositionNode"][];
+            total_documents: number;
+        };
+        Document: {
+            collection_id: string;
+            /** Format: date-time */
+            created_at: string;
+            document_id: string;
+            /** @description What the extractors wrote. */
+            fields: {
+                [key: string]: unknown;
+            };
+            /** @description Yours to change (PATCH). */
+            metadata: {
+                [key: string]: unknown;
+            };
+            namespace_id: string;
+            owner_principal: string | null;
+            processing_tier: number;
+            root_object_id: string | null;
+            source_collection_id: string | null;
+            source_document_id: string | null;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        DocumentDeleted: {
+            deleted: boolean;
+            document_id: string;
+        };
         DocumentHandling: {
             /**
              * @default single
              * @enum {string}
              */
             output_type?: "single" | "multiple";
+        };
+        DocumentList: {
+            has_next: boolean;
+            next_cursor: string | null;
+            results: components["schemas"]["Document"][];
+        };
+        DocumentListRequest: {
+            cursor?: string;
+            filters?: components["schemas"]["Filters"];
+            /** @default 100 */
+            limit?: number;
+            sort?: {
+                /**
+                 * @default desc
+                 * @enum {string}
+                 */
+                direction?: "asc" | "desc";
+                /** @enum {string} */
+                field: "created_at" | "updated_at" | "document_id";
+            };
+        };
+        DocumentsDeleted: {
+            deleted: number;
+        };
+        DocumentsDeleteRequest: {
+            filters: components["schemas"]["Filters"];
+        };
+        DocumentUpdateRequest: {
+            metadata: {
+                [key: string]: unknown;
+            };
         };
         EndpointUsage: {
             avg_latency_ms: number;
@@ -1485,6 +1676,7 @@ export interface components {
         CollectionIdentifier: string;
         /** @description The `next_cursor` of the previous page. */
         Cursor: string;
+        DocumentId: string;
         /** @description Window end (ISO 8601). Defaults to now. */
         End: string;
         KeyId: string;
@@ -2189,6 +2381,217 @@ export interface operations {
             429: components["responses"]["RateLimited"];
         };
     };
+    listDocuments: {
+        parameters: {
+            query?: {
+                /** @description The `next_cursor` of the previous page. */
+                cursor?: components["parameters"]["Cursor"];
+                limit?: components["parameters"]["Limit"];
+            };
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The collection's name or its `col_` id. */
+                collection_identifier: components["parameters"]["CollectionIdentifier"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of documents. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DocumentList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    getDocument: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The collection's name or its `col_` id. */
+                collection_identifier: components["parameters"]["CollectionIdentifier"];
+                document_id: components["parameters"]["DocumentId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The document. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Document"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    deleteDocument: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The collection's name or its `col_` id. */
+                collection_identifier: components["parameters"]["CollectionIdentifier"];
+                document_id: components["parameters"]["DocumentId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The document was deleted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DocumentDeleted"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    updateDocument: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The collection's name or its `col_` id. */
+                collection_identifier: components["parameters"]["CollectionIdentifier"];
+                document_id: components["parameters"]["DocumentId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DocumentUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description The updated document. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Document"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    deleteDocumentsByFilter: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The collection's name or its `col_` id. */
+                collection_identifier: components["parameters"]["CollectionIdentifier"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DocumentsDeleteRequest"];
+            };
+        };
+        responses: {
+            /** @description How many documents were deleted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DocumentsDeleted"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    searchDocuments: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The collection's name or its `col_` id. */
+                collection_identifier: components["parameters"]["CollectionIdentifier"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DocumentListRequest"];
+            };
+        };
+        responses: {
+            /** @description One page of documents. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DocumentList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
     createCollection: {
         parameters: {
             query?: never;
@@ -2447,6 +2850,37 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    getDecompositionTree: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                object_id: components["parameters"]["ObjectId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tree (roots are tier-0 documents; children were made from their parent). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DecompositionTree"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             422: components["responses"]["ValidationFailed"];
             429: components["responses"]["RateLimited"];
         };

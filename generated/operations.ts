@@ -141,6 +141,34 @@ export const operationTable = {
     "body": null,
     "credits": 0
   },
+  "deleteDocument": {
+    "method": "delete",
+    "path": "/v1/collections/{collection_identifier}/documents/{document_id}",
+    "permission": "delete",
+    "public": false,
+    "scope": {
+      "resource_type": "collection",
+      "id_from": "path.collection_identifier",
+      "operation": "delete_data"
+    },
+    "namespaceHeader": "required",
+    "body": null,
+    "credits": 0
+  },
+  "deleteDocumentsByFilter": {
+    "method": "post",
+    "path": "/v1/collections/{collection_identifier}/documents/delete",
+    "permission": "delete",
+    "public": false,
+    "scope": {
+      "resource_type": "collection",
+      "id_from": "path.collection_identifier",
+      "operation": "delete_data"
+    },
+    "namespaceHeader": "required",
+    "body": "json",
+    "credits": 0
+  },
   "deleteNamespace": {
     "method": "delete",
     "path": "/v1/namespaces/{name}",
@@ -242,6 +270,34 @@ export const operationTable = {
   "getCollection": {
     "method": "get",
     "path": "/v1/collections/{collection_identifier}",
+    "permission": "read",
+    "public": false,
+    "scope": {
+      "resource_type": "collection",
+      "id_from": "path.collection_identifier",
+      "operation": "read_data"
+    },
+    "namespaceHeader": "required",
+    "body": null,
+    "credits": 0
+  },
+  "getDecompositionTree": {
+    "method": "get",
+    "path": "/v1/objects/{object_id}/decomposition-tree",
+    "permission": "read",
+    "public": false,
+    "scope": {
+      "resource_type": "namespace",
+      "id_from": "namespace",
+      "operation": "read_data"
+    },
+    "namespaceHeader": "required",
+    "body": null,
+    "credits": 0
+  },
+  "getDocument": {
+    "method": "get",
+    "path": "/v1/collections/{collection_identifier}/documents/{document_id}",
     "permission": "read",
     "public": false,
     "scope": {
@@ -428,6 +484,20 @@ export const operationTable = {
     "body": null,
     "credits": 0
   },
+  "listDocuments": {
+    "method": "get",
+    "path": "/v1/collections/{collection_identifier}/documents",
+    "permission": "read",
+    "public": false,
+    "scope": {
+      "resource_type": "collection",
+      "id_from": "path.collection_identifier",
+      "operation": "read_data"
+    },
+    "namespaceHeader": "required",
+    "body": null,
+    "credits": 0
+  },
   "listFeatureExtractors": {
     "method": "get",
     "path": "/v1/collections/features/extractors",
@@ -530,6 +600,20 @@ export const operationTable = {
     "body": null,
     "credits": 0
   },
+  "searchDocuments": {
+    "method": "post",
+    "path": "/v1/collections/{collection_identifier}/documents/list",
+    "permission": "read",
+    "public": false,
+    "scope": {
+      "resource_type": "collection",
+      "id_from": "path.collection_identifier",
+      "operation": "read_data"
+    },
+    "namespaceHeader": "required",
+    "body": "json",
+    "credits": 0
+  },
   "searchObjects": {
     "method": "post",
     "path": "/v1/buckets/{bucket_identifier}/objects/list",
@@ -575,6 +659,20 @@ export const operationTable = {
   "updateCollection": {
     "method": "patch",
     "path": "/v1/collections/{collection_identifier}",
+    "permission": "write",
+    "public": false,
+    "scope": {
+      "resource_type": "collection",
+      "id_from": "path.collection_identifier",
+      "operation": "write_data"
+    },
+    "namespaceHeader": "required",
+    "body": "json",
+    "credits": 0
+  },
+  "updateDocument": {
+    "method": "patch",
+    "path": "/v1/collections/{collection_identifier}/documents/{document_id}",
     "permission": "write",
     "public": false,
     "scope": {

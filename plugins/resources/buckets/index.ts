@@ -100,7 +100,7 @@ export default defineResource({
     tasks.register(PURGE_BLOBS_TASK, async ({ task }) => ({ deleted: await blobs.deletePrefix(String(task.payload.prefix)) }));
     tasks.register(PURGE_NAMESPACE_TASK, async ({ task }) => {
       const { organization_id: organizationId, namespace_id: namespaceId } = task.payload as { organization_id: string; namespace_id: string };
-      const removed = await db('buckets').where({ organization_id: organizationId, namespace_id: namespaceId }).delete();
+      const removed = (await db('buckets').where({ organization_id: organizationId, namespace_id: namespaceId }).delete().returning('bucket_id')).length;
       const deleted = await blobs.deletePrefix(`${organizationId}/${namespaceId}/`);
       return { buckets: removed, blobs: deleted };
     });

@@ -19,9 +19,44 @@ import {
 import { collectionMigrations } from './migrations.js';
 import { CollectionService, featureUri } from './service.js';
 import { CollectionStore, type CollectionRow } from './store.js';
+import { DocumentStore, type DocumentRow, type DocumentSortField } from './document-store.js';
+import { parseFilter } from '../../../kernel/filters/filter.js';
+import { InputError, NotFoundError } from '../../../kernel/errors.js';
+import type { Services } from '../../../kernel/tokens.js';
 
 const Collections = createToken<CollectionService>('collections.CollectionService');
 const Store = createToken<CollectionStore>('collections.CollectionStore');
+/** Where processing writes documents (batches) and the documents API reads them. */
+export const Documents = createToken<DocumentStore>('collections.DocumentStore');
+
+function toDocument(row: DocumentRow): components['schemas']['Document'] {
+  return {
+    document_id: row.document_id,
+    collection_id: row.collection_id,
+    namespace_id: row.namespace_id,
+    root_object_id: row.root_object_id,
+    source_collection_id: row.source_collection_id,
+    source_document_id: row.source_document_id,
+    processing_tier: Number(row.processing_tier),
+    fields: row.fields,
+    metadata: row.metadata,
+    owner_principal: row.owner_principal,
+    created_at: iso(row.created_at),
+    updated_at: iso(row.updated_at),
+  };
+}
+
+/** The collection a documents route names, in the request's namespace (404 otherwise). */
+async function collectionOf(ctx: RequestContext, services: Services, identifier: string): Promise<CollectionRow> {
+  return services.get(Collections).get(callerOf(ctx).organizationId, namespaceOf(ctx), identifier);
+}
+
+async function documentOf(ctx: RequestContext, services: Services, collection: CollectionRow, documentId: string): Promise<DocumentRow> {
+  const caller = callerOf(ctx);
+  const row = await services.get(Documents).get(caller.organizationId, collection.collection_id, documentId, caller.principalId);
+  if (!row) throw new NotFoundError(`Document '${documentId}' not found in collection '${collection.collection_name}'`, { document_id: documentId });
+  return row;
+}
 
 function toCollection(row: CollectionRow): components['schemas']['Collection'] {
   return {
@@ -57,6 +92,7 @@ export default defineResource({
   services: (container, services) => {
     const store = new CollectionStore(services.get(DatabaseHandle).db);
     container.bind(Store).toConstantValue(store);
+    container.bind(Documents).toConstantValue(new DocumentStore(services.get(DatabaseHandle).db));
     container.bind(Collections).toConstantValue(
       new CollectionService(
         store,
@@ -116,6 +152,78 @@ export default defineResource({
         .get(Collections)
         .delete(callerOf(ctx).organizationId, namespaceOf(ctx), params.collection_identifier, query.force ?? false);
       return { status: 200, body: { collection_id: row.collection_id, collection_name: row.collection_name, deleted: true } };
+    },
+    listDocuments: async ({ params, query, ctx, services }) => {
+      const collection = await collectionOf(ctx, services, params.collection_identifier);
+      const { rows, nextCursor } = await services.get(Documents).list({
+        organizationId: collection.organization_id,
+        collectionId: collection.collection_id,
+        principalId: callerOf(ctx).principalId,
+        sort: 'created_at',
+        direction: 'desc',
+        limit: query.limit ?? 100,
+        ...(query.cursor ? { cursor: query.cursor } : {}),
+      });
+      return { status: 200, body: { results: rows.map(toDocument), has_next: nextCursor !== null, next_cursor: nextCursor } };
+    },
+    searchDocuments: async ({ params, body, ctx, services }) => {
+      const collection = await collectionOf(ctx, services, params.collection_identifier);
+      const { rows, nextCursor } = await services.get(Documents).list({
+        organizationId: collection.organization_id,
+        collectionId: collection.collection_id,
+        principalId: callerOf(ctx).principalId,
+        sort: (body.sort?.field ?? 'created_at') as DocumentSortField,
+        direction: body.sort?.direction ?? 'desc',
+        limit: body.limit ?? 100,
+        ...(body.filters ? { filter: parseFilter(body.filters) } : {}),
+        ...(body.cursor ? { cursor: body.cursor } : {}),
+      });
+      return { status: 200, body: { results: rows.map(toDocument), has_next: nextCursor !== null, next_cursor: nextCursor } };
+    },
+    getDocument: async ({ params, ctx, services }) => {
+      const collection = await collectionOf(ctx, services, params.collection_identifier);
+      return { status: 200, body: toDocument(await documentOf(ctx, services, collection, params.document_id)) };
+    },
+    updateDocument: async ({ params, body, ctx, services }) => {
+      const collection = await collectionOf(ctx, services, params.collection_identifier);
+      const row = await documentOf(ctx, services, collection, params.document_id);
+      await services.get(Documents).updateMetadata(row.document_id, body.metadata);
+      return { status: 200, body: toDocument({ ...row, metadata: body.metadata, updated_at: new Date() }) };
+    },
+    deleteDocument: async ({ params, ctx, services }) => {
+      const collection = await collectionOf(ctx, services, params.collection_identifier);
+      const row = await documentOf(ctx, services, collection, params.document_id);
+      await services.get(Documents).delete(collection.collection_id, [row.document_id]);
+      return { status: 200, body: { document_id: row.document_id, deleted: true } };
+    },
+    deleteDocumentsByFilter: async ({ params, body, ctx, services }) => {
+      const collection = await collectionOf(ctx, services, params.collection_identifier);
+      const filter = parseFilter(body.filters);
+      const hasCondition = (g: typeof filter.root): boolean =>
+        [...g.and, ...g.or, ...g.not].some((n) => n.kind === 'condition' || hasCondition(n));
+      // An empty filter would delete everything: that is what deleting the collection is for.
+      if (!hasCondition(filter.root)) throw new InputError('filters must hold at least one condition');
+      const documents = services.get(Documents);
+      const ids = await documents.idsMatching(collection.organization_id, collection.collection_id, filter, callerOf(ctx).principalId);
+      return { status: 200, body: { deleted: await documents.delete(collection.collection_id, ids) } };
+    },
+    getDecompositionTree: async ({ params, ctx, services }) => {
+      const caller = callerOf(ctx);
+      const rows = await services.get(Documents).tree(caller.organizationId, namespaceOf(ctx).id, params.object_id, caller.principalId);
+      type Node = components['schemas']['DecompositionNode'];
+      const nodes = new Map<string, Node>(
+        rows.map((r) => [
+          r.document_id,
+          { document_id: r.document_id, collection_id: r.collection_id, processing_tier: Number(r.processing_tier), source_document_id: r.source_document_id, children: [] },
+        ]),
+      );
+      const roots: Node[] = [];
+      for (const node of nodes.values()) {
+        const parent = node.source_document_id ? nodes.get(node.source_document_id) : undefined;
+        if (parent) parent.children.push(node);
+        else roots.push(node);
+      }
+      return { status: 200, body: { object_id: params.object_id, total_documents: rows.length, roots } };
     },
     listFeatureExtractors: async ({ services }) => {
       const extractors = [...services.get(PluginRegistry).extractors.values()].sort((a, b) => a.name.localeCompare(b.name));

@@ -31,4 +31,30 @@ export const collectionMigrations: Migration[] = [
       await db.raw("create index collections_source_collection on collections (organization_id, (source->>'collection_id'))");
     },
   },
+  {
+    name: '0002_documents',
+    async up(db) {
+      await db.schema.createTable('documents', (t) => {
+        t.text('document_id').primary();
+        t.text('organization_id').notNullable();
+        t.text('namespace_id').notNullable();
+        t.text('collection_id').notNullable().references('collections.collection_id').onDelete('CASCADE');
+        // What made the document (source record + extractor + draft key): writing it again updates, never duplicates.
+        t.text('source_key').notNullable();
+        t.text('root_object_id');
+        t.text('source_collection_id');
+        t.text('source_document_id');
+        t.integer('processing_tier').notNullable().defaultTo(0);
+        t.jsonb('fields').notNullable();
+        t.jsonb('metadata').notNullable();
+        t.text('owner_principal');
+        t.jsonb('grants').notNullable();
+        t.timestamp('created_at', { useTz: true }).notNullable();
+        t.timestamp('updated_at', { useTz: true }).notNullable();
+        t.unique(['collection_id', 'source_key']);
+        t.index(['collection_id', 'created_at']);
+        t.index(['organization_id', 'root_object_id']);
+      });
+    },
+  },
 ];

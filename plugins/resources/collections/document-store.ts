@@ -1,0 +1,177 @@
+/**
+ * Document rows. Writes are idempotent by (collection, source_key), so a redelivered processing task
+ * updates the document it already wrote instead of adding a second one. Every read can be narrowed to
+ * what one principal owns or was granted (user-scoped `usr_sk_` keys).
+ */
+import type { Knex } from 'knex';
+import { InputError } from '../../../kernel/errors.js';
+import type { ParsedFilter } from '../../../kernel/filters/filter.js';
+import { whereFilter, type FieldResolver } from '../../../kernel/filters/sql.js';
+import { newId } from '../../../kernel/ids.js';
+
+export interface DocumentRow {
+  document_id: string;
+  organization_id: string;
+  namespace_id: string;
+  collection_id: string;
+  source_key: string;
+  root_object_id: string | null;
+  source_collection_id: string | null;
+  source_document_id: string | null;
+  processing_tier: number;
+  fields: Record<string, unknown>;
+  metadata: Record<string, unknown>;
+  owner_principal: string | null;
+  grants: string[];
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface DocumentWrite {
+  organizationId: string;
+  namespaceId: string;
+  collectionId: string;
+  sourceKey: string;
+  rootObjectId: string | null;
+  sourceCollectionId: string | null;
+  sourceDocumentId: string | null;
+  processingTier: number;
+  fields: Record<string, unknown>;
+  ownerPrincipal?: string | null;
+  grants?: string[];
+}
+
+export type DocumentSortField = 'created_at' | 'updated_at' | 'document_id';
+
+export interface DocumentQuery {
+  organizationId: string;
+  collectionId: string;
+  /** Set for user-scoped keys: only documents this principal owns or was granted. */
+  principalId: string | null;
+  filter?: ParsedFilter;
+  sort: DocumentSortField;
+  direction: 'asc' | 'desc';
+  limit: number;
+  cursor?: string;
+}
+
+const COLUMNS = ['document_id', 'root_object_id', 'source_collection_id', 'source_document_id', 'processing_tier'];
+
+/** `metadata.x` and `fields.x` address those objects; a bare name is a field (`category` = `fields.category`). */
+export const resolveDocumentField: FieldResolver = (field) => {
+  if (field === 'created_at' || field === 'updated_at') return { expr: `"${field}"`, kind: 'timestamp' };
+  if (COLUMNS.includes(field)) return { expr: `to_jsonb("${field}")`, kind: 'jsonb' };
+  const [root, ...rest] = field.split('.');
+  if ((root === 'metadata' || root === 'fields') && rest.length > 0) return { expr: `("${root}" #> '{${rest.join(',')}}')`, kind: 'jsonb' };
+  return { expr: `("fields" #> '{${field.split('.').join(',')}}')`, kind: 'jsonb' };
+};
+
+interface Cursor {
+  s: DocumentSortField;
+  d: 'asc' | 'desc';
+  v: string;
+  id: string;
+}
+
+export class DocumentStore {
+  constructor(private readonly db: Knex) {}
+
+  private visible<Q extends Knex.QueryBuilder>(q: Q, principalId: string | null): Q {
+    if (principalId) {
+      q.where((w) => w.where({ owner_principal: principalId }).orWhereRaw('grants @> ?::jsonb', [JSON.stringify([principalId])]));
+    }
+    return q;
+  }
+
+  /** Inserts, or updates the document the same source already produced; keeps the collection's count. */
+  async upsert(write: DocumentWrite, db: Knex = this.db): Promise<DocumentRow> {
+    const now = new Date();
+    const rows = (await db.raw(
+      `insert into documents (document_id, organization_id, namespace_id, collection_id, source_key, root_object_id,
+         source_collection_id, source_document_id, processing_tier, fields, metadata, owner_principal, grants, created_at, updated_at)
+       values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, '{}'::jsonb, ?, ?::jsonb, ?, ?)
+       on conflict (collection_id, source_key) do update set fields = excluded.fields,
+         root_object_id = excluded.root_object_id, source_document_id = excluded.source_document_id,
+         processing_tier = excluded.processing_tier, owner_principal = excluded.owner_principal,
+         grants = excluded.grants, updated_at = excluded.updated_at
+       returning *, (xmax = 0) as inserted`,
+      [
+        newId('doc'), write.organizationId, write.namespaceId, write.collectionId, write.sourceKey, write.rootObjectId,
+        write.sourceCollectionId, write.sourceDocumentId, write.processingTier, JSON.stringify(write.fields),
+        write.ownerPrincipal ?? null, JSON.stringify(write.grants ?? []), now, now,
+      ],
+    )) as { rows: Array<DocumentRow & { inserted: boolean }> };
+    const { inserted, ...row } = rows.rows[0]!;
+    if (inserted) await db('collections').where({ collection_id: write.collectionId }).increment('document_count', 1);
+    return row;
+  }
+
+  get(organizationId: string, collectionId: string, documentId: string, principalId: string | null): Promise<DocumentRow | undefined> {
+    return this.visible(this.db<DocumentRow>('documents').where({ organization_id: organizationId, collection_id: collectionId, document_id: documentId }), principalId).first();
+  }
+
+  async updateMetadata(documentId: string, metadata: Record<string, unknown>): Promise<void> {
+    await this.db('documents').where({ document_id: documentId }).update({ metadata: JSON.stringify(metadata), updated_at: new Date() });
+  }
+
+  async delete(collectionId: string, documentIds: readonly string[]): Promise<number> {
+    if (documentIds.length === 0) return 0;
+    return this.db.transaction(async (trx) => {
+      // Counted from RETURNING: PGlite's knex client does not report a row count for DELETE.
+      const deleted = (await trx('documents').where({ collection_id: collectionId }).whereIn('document_id', documentIds).delete().returning('document_id')).length;
+      if (deleted > 0) await trx('collections').where({ collection_id: collectionId }).decrement('document_count', deleted);
+      return deleted;
+    });
+  }
+
+  /** Ids of the documents a filter selects (for bulk deletion), within what the principal may see. */
+  async idsMatching(organizationId: string, collectionId: string, filter: ParsedFilter, principalId: string | null): Promise<string[]> {
+    const q = this.db('documents').where({ organization_id: organizationId, collection_id: collectionId }).select('document_id');
+    whereFilter(q, filter, resolveDocumentField);
+    this.visible(q, principalId);
+    return ((await q) as Array<{ document_id: string }>).map((r) => r.document_id);
+  }
+
+  async list(query: DocumentQuery): Promise<{ rows: DocumentRow[]; nextCursor: string | null }> {
+    const q = this.db<DocumentRow>('documents').where({ organization_id: query.organizationId, collection_id: query.collectionId });
+    whereFilter(q, query.filter, resolveDocumentField);
+    this.visible(q, query.principalId);
+    if (query.cursor) {
+      const c = decodeCursor(query.cursor, query.sort, query.direction);
+      const cast = query.sort === 'document_id' ? '' : '::timestamptz';
+      q.whereRaw(`("${query.sort}", document_id) ${query.direction === 'desc' ? '<' : '>'} (?${cast}, ?)`, [c.v, c.id]);
+    }
+    const rows = await q.orderBy([{ column: query.sort, order: query.direction }, { column: 'document_id', order: query.direction }]).limit(query.limit + 1);
+    const page = rows.slice(0, query.limit);
+    const last = page.at(-1);
+    const value = (row: DocumentRow) => (query.sort === 'document_id' ? row.document_id : (row[query.sort] as Date).toISOString());
+    return {
+      rows: page,
+      nextCursor: rows.length > query.limit && last ? encodeCursor({ s: query.sort, d: query.direction, v: value(last), id: last.document_id }) : null,
+    };
+  }
+
+  /** Every document made from one bucket object, across collections and tiers, within what the principal may see. */
+  tree(organizationId: string, namespaceId: string, rootObjectId: string, principalId: string | null): Promise<DocumentRow[]> {
+    return this.visible(
+      this.db<DocumentRow>('documents')
+        .where({ organization_id: organizationId, namespace_id: namespaceId, root_object_id: rootObjectId })
+        .orderBy([{ column: 'processing_tier', order: 'asc' }, { column: 'created_at', order: 'asc' }]),
+      principalId,
+    );
+  }
+}
+
+function encodeCursor(c: Cursor): string {
+  return Buffer.from(JSON.stringify(c)).toString('base64url');
+}
+
+function decodeCursor(raw: string, sort: DocumentSortField, direction: 'asc' | 'desc'): Cursor {
+  try {
+    const c = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as Cursor;
+    if (c.s === sort && c.d === direction && typeof c.v === 'string' && typeof c.id === 'string') return c;
+  } catch {
+    // fall through
+  }
+  throw new InputError('cursor is not a next_cursor of this listing (with the same sort)', { cursor: raw });
+}
