@@ -12,6 +12,8 @@ import type { Lifecycle } from './lifecycle.js';
 import type { HandlerMap } from './http/handlers.js';
 import type { ResolvedNamespace } from './auth/namespaces.js';
 import type { JsonSchema } from './json-schema.js';
+import type { InferenceClient } from './inference/client.js';
+import type { BlobStore } from './blobs/blob-store.js';
 import type { Services } from './tokens.js';
 
 export type { JsonSchema };
@@ -108,13 +110,23 @@ export interface ExtractorContext {
   organizationId: string;
   namespace: ResolvedNamespace;
   log: Logger;
-  container: Container;
+  /** Models run in inference workers, reached over gRPC: heavy work never runs on the caller's event loop. */
+  inference: InferenceClient;
+  /** Reads blobs referenced by inputs (large media is streamed from here, not passed inline). */
+  blobs: BlobStore;
 }
 
 export interface ExtractorInput {
+  /** The bucket object every document of this chain comes from. */
   objectId: string;
+  /** The sniffed content type of the primary input, when it is a blob. */
   mimeType: string;
+  /**
+   * The extractor's inputs, by input name, after `input_mapping`: text as a string, JSON as its value, media
+   * as `{ storage_key, content_type, size_bytes }` to read from `ctx.blobs`; plus every other source field.
+   */
   fields: Record<string, unknown>;
+  /** The collection's parameters for this extractor, checked against its schema, defaults filled in. */
   parameters: Record<string, unknown>;
 }
 
