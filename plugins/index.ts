@@ -4,6 +4,7 @@ import auditLog from './resources/audit-log/index.js';
 import buckets from './resources/buckets/index.js';
 import collections from './resources/collections/index.js';
 import passthroughExtractor from './extractors/passthrough_extractor/index.js';
+import textExtractor from './extractors/text_extractor/index.js';
 import hashedNgramText from './models/hashed-ngram-text/index.js';
 import imageDescriptor from './models/image-descriptor/index.js';
 import logMelAudio from './models/log-mel-audio/index.js';
@@ -24,6 +25,7 @@ export default [
   storage,
   collections,
   passthroughExtractor,
+  textExtractor,
   hashedNgramText,
   imageDescriptor,
   logMelAudio,

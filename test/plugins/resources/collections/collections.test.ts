@@ -30,6 +30,38 @@ describe('collections', () => {
     expect(passthrough.parameters.properties.fields).toBeDefined();
   });
 
+  it('lists the text extractor with its feature URI, and records it (mapped) in a collection\'s output schema', async () => {
+    const listed = (await api('GET', '/v1/collections/features/extractors', undefined, null)).body.results;
+    const text = listed.find((e: { name: string }) => e.name === 'text_extractor');
+    expect(text.outputs.features).toEqual([
+      expect.objectContaining({ name: 'text_embedding', dims: 384, distance: 'cosine', uri: 'tessera://text_extractor@1.0/text_embedding' }),
+    ]);
+    expect(text.inputs).toEqual([expect.objectContaining({ name: 'text', type: 'text', required: true })]);
+    const created = await api('POST', '/v1/collections/create', {
+      collection_name: 'book-chunks',
+      source: { type: 'bucket', bucket_id: 'books' },
+      feature_extractors: [
+        {
+          feature_extractor_name: 'text_extractor',
+          input_mapping: { text: 'content' },
+          output_mapping: { text_embedding: 'embedding' },
+          parameters: { split_by: 'sentences', chunk_size: 3 },
+        },
+      ],
+    });
+    expect(created.status).toBe(201);
+    expect(created.body.output_schema.properties.embedding['x-feature']).toMatchObject({ dims: 384, uri: 'tessera://text_extractor@1.0/text_embedding' });
+    expect(created.body.output_schema.properties.chunk_index).toBeDefined();
+    const badInput = await api('POST', '/v1/collections/create', {
+      collection_name: 'bad-chunks',
+      source: { type: 'bucket', bucket_id: 'books' },
+      feature_extractors: [{ feature_extractor_name: 'text_extractor', input_mapping: { body: 'content' } }],
+    });
+    expect(badInput.status).toBe(422);
+    expect(badInput.body.detail[0].loc).toEqual(['body', 'feature_extractors', 0, 'input_mapping', 'body']);
+    expect((await api('DELETE', '/v1/collections/book-chunks')).status).toBe(200);
+  });
+
   it('creates a bucket-sourced collection with recorded versions, defaults, lineage and output schema', async () => {
     const res = await api('POST', '/v1/collections/create', {
       collection_name: 'book-pages',
