@@ -309,6 +309,7 @@ async function startInference(core: Core, options: KernelOptions): Promise<void>
     plugins: options.inferencePlugins ?? [],
     workers: config.inferenceWorkers,
     log: core.log,
+    pool: { logLevel: config.logLevel },
   });
   core.lifecycle.onShutdown('inference', () => runtime.stop());
   core.container.bind(T.Inference).toConstantValue(runtime.client);
