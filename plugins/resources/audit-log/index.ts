@@ -1,7 +1,7 @@
 /** GET /v1/organizations/audit-log: who changed which key, user or namespace, newest first. */
 import type { components } from '../../../generated/openapi.js';
 import type { AuditRow } from '../../../kernel/auth/audit-log.js';
-import { InputError } from '../../../kernel/errors.js';
+import { decodeCursor, encodeCursor } from '../../../kernel/http/cursor.js';
 import { callerOf } from '../../../kernel/http/handlers.js';
 import { iso } from '../../../kernel/http/values.js';
 import { defineResource } from '../../../kernel/plugins.js';
@@ -21,20 +21,6 @@ function toEvent(row: AuditRow): components['schemas']['AuditEvent'] {
   };
 }
 
-function encodeCursor(seq: number): string {
-  return Buffer.from(JSON.stringify({ seq })).toString('base64url');
-}
-
-function decodeCursor(cursor: string): number {
-  try {
-    const { seq } = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as { seq?: unknown };
-    if (typeof seq === 'number' && Number.isInteger(seq)) return seq;
-  } catch {
-    // fall through
-  }
-  throw new InputError('cursor is not a next_cursor this endpoint returned', { cursor });
-}
-
 export default defineResource({
   name: 'audit-log',
   handlers: {
@@ -46,12 +32,12 @@ export default defineResource({
         ...(query.resource_id ? { resourceId: query.resource_id } : {}),
         ...(query.start ? { start: new Date(query.start) } : {}),
         ...(query.end ? { end: new Date(query.end) } : {}),
-        ...(query.cursor ? { beforeSeq: decodeCursor(query.cursor) } : {}),
+        ...(query.cursor ? { beforeSeq: decodeCursor<{ seq: number }>(query.cursor, (v) => Number.isInteger(v.seq)).seq } : {}),
       });
       const last = rows.at(-1);
       return {
         status: 200,
-        body: { results: rows.map(toEvent), has_next: hasNext, next_cursor: hasNext && last ? encodeCursor(Number(last.seq)) : null },
+        body: { results: rows.map(toEvent), has_next: hasNext, next_cursor: hasNext && last ? encodeCursor({ seq: Number(last.seq) }) : null },
       };
     },
   },

@@ -1,6 +1,6 @@
 /** Object rows and their listing: filters, sort and keyset (cursor) pagination. */
 import type { Knex } from 'knex';
-import { InputError } from '../../../kernel/errors.js';
+import { decodeCursor, encodeCursor } from '../../../kernel/http/cursor.js';
 import type { ParsedFilter } from '../../../kernel/filters/filter.js';
 import { columnFieldResolver, whereFilter } from '../../../kernel/filters/sql.js';
 import type { StoredBlob } from './ingest.js';
@@ -45,18 +45,11 @@ interface Cursor {
   id: string;
 }
 
-function encodeCursor(c: Cursor): string {
-  return Buffer.from(JSON.stringify(c)).toString('base64url');
-}
-
-function decodeCursor(raw: string, sort: SortField, direction: 'asc' | 'desc'): Cursor {
-  try {
-    const c = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as Cursor;
-    if (c.s === sort && c.d === direction && typeof c.id === 'string' && (typeof c.v === 'string' || typeof c.v === 'number')) return c;
-  } catch {
-    // fall through
-  }
-  throw new InputError('cursor is not a next_cursor of this listing (with the same sort)', { cursor: raw });
+function decodeListCursor(raw: string, sort: SortField, direction: 'asc' | 'desc'): Cursor {
+  return decodeCursor<Cursor>(
+    raw,
+    (c) => c.s === sort && c.d === direction && typeof c.id === 'string' && (typeof c.v === 'string' || typeof c.v === 'number'),
+  );
 }
 
 export class ObjectStore {
@@ -88,7 +81,7 @@ export class ObjectStore {
     if (query.prefix) q.whereRaw('left(key, length(?)) = ?', [query.prefix, query.prefix]);
     const cmp = query.direction === 'desc' ? '<' : '>';
     if (query.cursor) {
-      const c = decodeCursor(query.cursor, query.sort, query.direction);
+      const c = decodeListCursor(query.cursor, query.sort, query.direction);
       const cast = query.sort === 'created_at' || query.sort === 'updated_at' ? '::timestamptz' : query.sort === 'size_bytes' ? '::bigint' : '';
       q.whereRaw(`("${query.sort}", object_id) ${cmp} (?${cast}, ?)`, [c.v, c.id]);
     }

@@ -1,6 +1,6 @@
 /** Upload rows: one per requested upload, from PENDING to COMPLETED (or FAILED / CANCELED). */
 import type { Knex } from 'knex';
-import { InputError } from '../../../kernel/errors.js';
+import { decodeCursor, encodeCursor } from '../../../kernel/http/cursor.js';
 
 export type UploadStatus = 'PENDING' | 'PROCESSING' | 'COMPLETED' | 'FAILED' | 'CANCELED';
 
@@ -63,31 +63,17 @@ export class UploadStore {
     const q = this.db<UploadRow>('uploads').where({ bucket_id: bucketId });
     if (status) q.where({ status });
     if (cursor) {
-      const c = decode(cursor);
+      const c = decodeCursor<{ t: string; id: string }>(cursor, (v) => typeof v.t === 'string' && typeof v.id === 'string');
       q.whereRaw('(created_at, upload_id) < (?::timestamptz, ?)', [c.t, c.id]);
     }
     const rows = await q.orderBy([{ column: 'created_at', order: 'desc' }, { column: 'upload_id', order: 'desc' }]).limit(limit + 1);
     const page = rows.slice(0, limit);
     const last = page.at(-1);
-    return { rows: page, nextCursor: rows.length > limit && last ? encode({ t: last.created_at.toISOString(), id: last.upload_id }) : null };
+    return { rows: page, nextCursor: rows.length > limit && last ? encodeCursor({ t: last.created_at.toISOString(), id: last.upload_id }) : null };
   }
 
   /** Unconfirmed uploads whose time is up. */
   expired(now: Date, limit: number): Promise<UploadRow[]> {
     return this.db<UploadRow>('uploads').where({ status: 'PENDING' }).where('expires_at', '<', now).limit(limit);
   }
-}
-
-function encode(c: { t: string; id: string }): string {
-  return Buffer.from(JSON.stringify(c)).toString('base64url');
-}
-
-function decode(raw: string): { t: string; id: string } {
-  try {
-    const c = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as { t?: unknown; id?: unknown };
-    if (typeof c.t === 'string' && typeof c.id === 'string') return { t: c.t, id: c.id };
-  } catch {
-    // fall through
-  }
-  throw new InputError('cursor is not a next_cursor of this listing', { cursor: raw });
 }

@@ -4,7 +4,7 @@
  * what one principal owns or was granted (user-scoped `usr_sk_` keys).
  */
 import type { Knex } from 'knex';
-import { InputError } from '../../../kernel/errors.js';
+import { decodeCursor, encodeCursor } from '../../../kernel/http/cursor.js';
 import type { ParsedFilter } from '../../../kernel/filters/filter.js';
 import { whereFilter, type FieldResolver } from '../../../kernel/filters/sql.js';
 import { newId } from '../../../kernel/ids.js';
@@ -137,7 +137,10 @@ export class DocumentStore {
     whereFilter(q, query.filter, resolveDocumentField);
     this.visible(q, query.principalId);
     if (query.cursor) {
-      const c = decodeCursor(query.cursor, query.sort, query.direction);
+      const c = decodeCursor<Cursor>(
+        query.cursor,
+        (v) => v.s === query.sort && v.d === query.direction && typeof v.v === 'string' && typeof v.id === 'string',
+      );
       const cast = query.sort === 'document_id' ? '' : '::timestamptz';
       q.whereRaw(`("${query.sort}", document_id) ${query.direction === 'desc' ? '<' : '>'} (?${cast}, ?)`, [c.v, c.id]);
     }
@@ -160,18 +163,4 @@ export class DocumentStore {
       principalId,
     );
   }
-}
-
-function encodeCursor(c: Cursor): string {
-  return Buffer.from(JSON.stringify(c)).toString('base64url');
-}
-
-function decodeCursor(raw: string, sort: DocumentSortField, direction: 'asc' | 'desc'): Cursor {
-  try {
-    const c = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as Cursor;
-    if (c.s === sort && c.d === direction && typeof c.v === 'string' && typeof c.id === 'string') return c;
-  } catch {
-    // fall through
-  }
-  throw new InputError('cursor is not a next_cursor of this listing (with the same sort)', { cursor: raw });
 }
