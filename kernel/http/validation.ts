@@ -20,7 +20,8 @@ export function openApiMiddleware(apiDocument: Record<string, unknown>, options:
   return OpenApiValidator.middleware({
     apiSpec: apiDocument as never,
     validateApiSpec,
-    validateRequests: { allowUnknownQueryParameters: false, coerceTypes: false, removeAdditional: false },
+    // allErrors: a 422 lists every problem of the request, not just the first.
+    validateRequests: { allowUnknownQueryParameters: false, coerceTypes: false, removeAdditional: false, allErrors: true },
     validateResponses: options.validateResponses ? { removeAdditional: false } : false,
     validateSecurity: false,
     validateFormats: true,

@@ -69,6 +69,22 @@ describe('request validation', () => {
     expect(ns.status).toBe(201);
   });
 
+  it('lists every problem of a request, each at its own location', async () => {
+    const detail = await expect422(
+      'POST',
+      `/v1/organizations/users/${member}/api-keys`,
+      { name: '', permissions: ['god'], rate_limit_override: 0 },
+      ['body', 'name'],
+    );
+    expect(detail.map((d) => d.loc)).toEqual(
+      expect.arrayContaining([
+        ['body', 'name'],
+        ['body', 'permissions', 0],
+        ['body', 'rate_limit_override'],
+      ]),
+    );
+  });
+
   afterAll(async () => {
     await t?.stop();
   });
