@@ -62,7 +62,6 @@ export class CollectionService {
     const namespaceId = namespace?.id ?? (await this.namespaceOfSource(organizationId, input.source));
     const { source, parent, bucketName } = await this.resolveSource(organizationId, namespaceId, input.source);
     const extractors = this.checkExtractors(input.feature_extractors ?? []);
-    const tier = parent ? parent.source_lineage.length : 0;
     const now = this.clock.now();
     const collectionId = newId('col');
     const outputSchema = this.outputSchema(extractors, parent);
@@ -105,7 +104,6 @@ export class CollectionService {
       created_at: now,
       updated_at: now,
     };
-    void tier;
     try {
       await this.store.insert(row);
     } catch (err) {
