@@ -114,6 +114,23 @@ export interface ExtractorContext {
   inference: InferenceClient;
   /** Reads blobs referenced by inputs (large media is streamed from here, not passed inline). */
   blobs: BlobStore;
+  /** Stores files an extractor derives (thumbnails, keyframes) under keys owned by the document being made. */
+  artifacts: ArtifactWriter;
+}
+
+/** A stored blob as document fields reference it (the same shape inputs use for media). */
+export interface BlobReference {
+  storage_key: string;
+  content_type: string;
+  size_bytes: number;
+}
+
+export interface ArtifactWriter {
+  /**
+   * Saves `data` as `name` (e.g. `thumbnail.jpg`, `scene-3/keyframe.jpg`) for the current source record.
+   * Saving the same name again replaces it, so a redelivered task never leaves duplicates.
+   */
+  save(name: string, data: Buffer, contentType: string): Promise<BlobReference>;
 }
 
 export interface ExtractorInput {

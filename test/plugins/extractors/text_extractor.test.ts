@@ -7,6 +7,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BlobArtifactWriter } from '../../../kernel/blobs/artifacts.js';
 import { LocalBlobStore } from '../../../kernel/blobs/local.js';
 import { InputError } from '../../../kernel/errors.js';
 import { InferenceClient, type CallOverrides } from '../../../kernel/inference/client.js';
@@ -73,6 +74,7 @@ async function startHarness(): Promise<Harness> {
     log,
     inference: client,
     blobs,
+    artifacts: BlobArtifactWriter.forRecord(blobs, 'org_test', 'col_test', 'obj_test'),
   };
   return {
     ctx,
