@@ -50,6 +50,152 @@ export interface paths {
         patch: operations["updateBucket"];
         trace?: never;
     };
+    "/v1/buckets/{bucket_identifier}/batches": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The bucket's name or its `bkt_` id. */
+                bucket_identifier: components["parameters"]["BucketIdentifier"];
+            };
+            cookie?: never;
+        };
+        /** List the bucket's batches, newest first. */
+        get: operations["listBatches"];
+        put?: never;
+        /** Create a batch (DRAFT) of the bucket's objects; submit it to process them through every collection that reads the bucket. */
+        post: operations["createBatch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/buckets/{bucket_identifier}/batches/{batch_id}": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                batch_id: components["parameters"]["BatchId"];
+                /** @description The bucket's name or its `bkt_` id. */
+                bucket_identifier: components["parameters"]["BucketIdentifier"];
+            };
+            cookie?: never;
+        };
+        /** One batch with its tiers, counters, errors and progress. */
+        get: operations["getBatch"];
+        put?: never;
+        post?: never;
+        /** Delete a batch that is not running (DRAFT or finished); its documents stay. */
+        delete: operations["deleteBatch"];
+        options?: never;
+        head?: never;
+        /** Replace the batch's user metadata (not used by processing); returns the full batch. */
+        patch: operations["updateBatch"];
+        trace?: never;
+    };
+    "/v1/buckets/{bucket_identifier}/batches/{batch_id}/cancel": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                batch_id: components["parameters"]["BatchId"];
+                /** @description The bucket's name or its `bkt_` id. */
+                bucket_identifier: components["parameters"]["BucketIdentifier"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Cancel a PENDING or IN_PROGRESS batch; work already written stays, queued work is skipped. */
+        post: operations["cancelBatch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/buckets/{bucket_identifier}/batches/{batch_id}/objects": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                batch_id: components["parameters"]["BatchId"];
+                /** @description The bucket's name or its `bkt_` id. */
+                bucket_identifier: components["parameters"]["BucketIdentifier"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Add objects of the bucket to a DRAFT batch (ids already in it are kept once). */
+        post: operations["addBatchObjects"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/buckets/{bucket_identifier}/batches/{batch_id}/retry": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                batch_id: components["parameters"]["BatchId"];
+                /** @description The bucket's name or its `bkt_` id. */
+                bucket_identifier: components["parameters"]["BucketIdentifier"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Run again what failed in a FAILED, COMPLETED_WITH_ERRORS or CANCELED batch, from its first tier with failures. */
+        post: operations["retryBatch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/buckets/{bucket_identifier}/batches/{batch_id}/submit": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                batch_id: components["parameters"]["BatchId"];
+                /** @description The bucket's name or its `bkt_` id. */
+                bucket_identifier: components["parameters"]["BucketIdentifier"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Submit a DRAFT batch; resolves the collection DAG (tier 0 reads the bucket, tier N reads tier N-1) and queues tier 0. */
+        post: operations["submitBatch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/buckets/{bucket_identifier}/objects": {
         parameters: {
             query?: never;
@@ -842,6 +988,103 @@ export interface components {
             next_cursor: string | null;
             results: components["schemas"]["AuditEvent"][];
         };
+        Batch: {
+            batch_id: string;
+            bucket_id: string;
+            collection_ids: string[] | null;
+            /** Format: date-time */
+            created_at: string;
+            current_tier: number | null;
+            dag_tiers: string[][] | null;
+            /** @description Legacy. The first failing tier's message; use tier_tasks[].errors. */
+            error: string | null;
+            error_summary: {
+                [key: string]: number;
+            } | null;
+            internal_metadata: {
+                [key: string]: unknown;
+            };
+            loaded_object_ids: string[] | null;
+            manifest_key: string | null;
+            metadata: {
+                [key: string]: unknown;
+            };
+            object_ids: string[];
+            progress: components["schemas"]["BatchProgress"];
+            status: components["schemas"]["UploadStatus"];
+            task_id: string | null;
+            tier_tasks: components["schemas"]["TierTaskInfo"][];
+            total_tiers: number;
+            /** @enum {string} */
+            type: "BUCKET" | "COLLECTION";
+            /** Format: date-time */
+            updated_at: string;
+        };
+        BatchCreateRequest: {
+            metadata?: {
+                [key: string]: unknown;
+            };
+            /** @description Objects of this bucket; more can be added while the batch is DRAFT. */
+            object_ids?: string[];
+            /**
+             * @description Only BUCKET batches are supported.
+             * @default BUCKET
+             * @enum {string}
+             */
+            type?: "BUCKET";
+        };
+        BatchDeleted: {
+            batch_id: string;
+            deleted: boolean;
+        };
+        BatchError: {
+            affected_count: number;
+            /** @description Source objects (tier 0) or source documents that this error kept from being processed. */
+            affected_document_ids: string[];
+            /** @description The extractor or part that failed. */
+            component?: string | null;
+            /** @description e.g. validation (bad input), dependency (a service it needs failed), missing_input, extraction, internal */
+            error_type: string;
+            message: string;
+            metadata?: {
+                [key: string]: unknown;
+            };
+            recovery_suggestion?: string | null;
+            /** @description fetch, filter, extract or write */
+            stage?: string | null;
+            /** Format: date-time */
+            timestamp: string;
+            traceback?: string | null;
+        };
+        BatchList: {
+            has_next: boolean;
+            next_cursor: string | null;
+            results: components["schemas"]["Batch"][];
+        };
+        BatchObjectsRequest: {
+            object_ids: string[];
+        };
+        /** @description Source records are objects at tier 0 and source documents at later tiers; later tiers add to the total when they start. */
+        BatchProgress: {
+            documents_written: number;
+            /** @description Estimated seconds left for the tiers known so far. */
+            eta_seconds?: number | null;
+            percent: number;
+            /** @description Source records per second since processing started. */
+            rate_per_second?: number | null;
+            records_done: number;
+            records_failed?: number;
+            records_total: number;
+            /** Format: date-time */
+            started_at?: string | null;
+            /** Format: date-time */
+            updated_at?: string | null;
+        };
+        BatchUpdateRequest: {
+            metadata: {
+                [key: string]: unknown;
+            };
+        };
         Bucket: {
             bucket_id: string;
             bucket_name: string;
@@ -1176,6 +1419,23 @@ export interface components {
             };
             version: string;
         };
+        ExtractorJob: {
+            /** @description Always null (no Celery here); kept for compatibility. */
+            celery_task_id?: string | null;
+            collection_ids: string[];
+            /** Format: date-time */
+            completed_at?: string | null;
+            documents_written: number;
+            duration_ms?: number | null;
+            error?: string | null;
+            errors: components["schemas"]["BatchError"][];
+            extractor_type: string;
+            /** @description Always null (no Ray here); kept for compatibility. */
+            ray_job_id?: string | null;
+            /** Format: date-time */
+            started_at?: string | null;
+            status: components["schemas"]["UploadStatus"];
+        };
         ExtractorList: {
             results: components["schemas"]["ExtractorInfo"][];
             total: number;
@@ -1467,6 +1727,13 @@ export interface components {
             /** @enum {string} */
             source_type: "bucket" | "collection";
         };
+        StageTiming: {
+            avg_time_ms: number;
+            execution_count: number;
+            max_time_ms: number;
+            stage_name: string;
+            total_time_ms: number;
+        };
         StoredBlob: {
             etag: string;
             sha256: string;
@@ -1475,6 +1742,44 @@ export interface components {
         TaxonomyApplication: {
             output_collection?: string | null;
             taxonomy_id: string;
+        };
+        TierPerformance: {
+            /** @description Mean time per source record. */
+            avg_latency_ms: number;
+            /** @description Stages by total time, slowest first. */
+            bottlenecks: components["schemas"]["StageTiming"][];
+            stage_count: number;
+            /** Format: date-time */
+            timestamp: string;
+            total_time_ms: number;
+        };
+        TierTaskInfo: {
+            celery_task_id?: string | null;
+            collection_ids: string[];
+            /** Format: date-time */
+            completed_at?: string | null;
+            documents_after_source_filter: number;
+            documents_missing_input_fields: number;
+            documents_submitted_to_engine: number;
+            documents_written: number;
+            duration_ms?: number | null;
+            error_summary?: {
+                [key: string]: number;
+            } | null;
+            errors: components["schemas"]["BatchError"][];
+            extractor_jobs: components["schemas"]["ExtractorJob"][];
+            parent_task_id?: string | null;
+            performance?: components["schemas"]["TierPerformance"] | null;
+            ray_job_id?: string | null;
+            source_collection_ids: string[];
+            source_documents_fetched: number;
+            /** @enum {string} */
+            source_type: "bucket" | "collection";
+            /** Format: date-time */
+            started_at?: string | null;
+            status: components["schemas"]["UploadStatus"];
+            task_id?: string | null;
+            tier_num: number;
         };
         Upload: {
             bucket_id: string;
@@ -1670,6 +1975,7 @@ export interface components {
         };
     };
     parameters: {
+        BatchId: string;
         /** @description The bucket's name or its `bkt_` id. */
         BucketIdentifier: string;
         /** @description The collection's name or its `col_` id. */
@@ -1860,6 +2166,323 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Bucket"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    listBatches: {
+        parameters: {
+            query?: {
+                /** @description The `next_cursor` of the previous page. */
+                cursor?: components["parameters"]["Cursor"];
+                limit?: components["parameters"]["Limit"];
+                status?: components["schemas"]["UploadStatus"];
+            };
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The bucket's name or its `bkt_` id. */
+                bucket_identifier: components["parameters"]["BucketIdentifier"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of batches. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    createBatch: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The bucket's name or its `bkt_` id. */
+                bucket_identifier: components["parameters"]["BucketIdentifier"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["BatchCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description The new batch, DRAFT. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Batch"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    getBatch: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                batch_id: components["parameters"]["BatchId"];
+                /** @description The bucket's name or its `bkt_` id. */
+                bucket_identifier: components["parameters"]["BucketIdentifier"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The batch. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Batch"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    deleteBatch: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                batch_id: components["parameters"]["BatchId"];
+                /** @description The bucket's name or its `bkt_` id. */
+                bucket_identifier: components["parameters"]["BucketIdentifier"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The batch was deleted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchDeleted"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    updateBatch: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                batch_id: components["parameters"]["BatchId"];
+                /** @description The bucket's name or its `bkt_` id. */
+                bucket_identifier: components["parameters"]["BucketIdentifier"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BatchUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description The full batch. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Batch"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    cancelBatch: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                batch_id: components["parameters"]["BatchId"];
+                /** @description The bucket's name or its `bkt_` id. */
+                bucket_identifier: components["parameters"]["BucketIdentifier"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The batch, CANCELED. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Batch"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    addBatchObjects: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                batch_id: components["parameters"]["BatchId"];
+                /** @description The bucket's name or its `bkt_` id. */
+                bucket_identifier: components["parameters"]["BucketIdentifier"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BatchObjectsRequest"];
+            };
+        };
+        responses: {
+            /** @description The batch with the objects added. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Batch"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    retryBatch: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                batch_id: components["parameters"]["BatchId"];
+                /** @description The bucket's name or its `bkt_` id. */
+                bucket_identifier: components["parameters"]["BucketIdentifier"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The batch, PENDING again. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Batch"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    submitBatch: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                batch_id: components["parameters"]["BatchId"];
+                /** @description The bucket's name or its `bkt_` id. */
+                bucket_identifier: components["parameters"]["BucketIdentifier"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The batch, PENDING, with its DAG. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Batch"];
                 };
             };
             400: components["responses"]["BadRequest"];

@@ -57,6 +57,12 @@ export interface Config {
   inferenceAddresses: string[];
   /** How many inference workers to spawn when there are no remote ones (default: one per core). */
   inferenceWorkers: number;
+  /** Source records per batch chunk task (smaller: finer progress and retries; larger: fewer tasks). */
+  batchChunkSize: number;
+  /** How often running batches are checked for stalls (0 turns the probe off). */
+  batchHealthIntervalMs: number;
+  /** A running batch without progress for this long is reported `stalled`. */
+  batchStallAfterMs: number;
 }
 
 export interface S3Settings {
@@ -135,5 +141,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       .map((a) => a.trim())
       .filter(Boolean),
     inferenceWorkers: int(env.TESSERA_INFERENCE_WORKERS, Math.max(1, availableParallelism()), 'TESSERA_INFERENCE_WORKERS'),
+    batchChunkSize: Math.max(1, int(env.TESSERA_BATCH_CHUNK_SIZE, 64, 'TESSERA_BATCH_CHUNK_SIZE')),
+    batchHealthIntervalMs: int(env.TESSERA_BATCH_HEALTH_INTERVAL_MS, 30_000, 'TESSERA_BATCH_HEALTH_INTERVAL_MS'),
+    batchStallAfterMs: int(env.TESSERA_BATCH_STALL_AFTER_MS, 300_000, 'TESSERA_BATCH_STALL_AFTER_MS'),
   };
 }

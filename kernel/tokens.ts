@@ -20,6 +20,7 @@ import type { PluginRegistry as PluginRegistryShape } from './plugins.js';
 import type { ResourceIdentifiers as ResourceIdentifiersShape } from './auth/resource-identifiers.js';
 import type { ReferenceRegistry as ReferenceRegistryShape } from './references.js';
 import type { TaskQueue as TaskQueueShape } from './tasks/task-queue.js';
+import type { CollectionProcessor as CollectionProcessorShape, ObjectCatalog as ObjectCatalogShape } from './processing.js';
 import type { BlobStore as BlobStoreShape } from './blobs/blob-store.js';
 import type { VectorIndex as VectorIndexShape } from './vectors/vector-index.js';
 import type { InferenceClient as InferenceClientShape } from './inference/client.js';
@@ -80,3 +81,7 @@ export const BlobSigningSecret = createToken<Buffer>('BlobSigningSecret');
 export const VectorIndex = createToken<VectorIndexShape>('VectorIndex');
 /** The inference client extractors and stages use (gRPC to spawned or remote workers). */
 export const Inference = createToken<InferenceClientShape>('Inference');
+/** Bucket objects as batch processing reads them (bound by the buckets plugin). */
+export const ObjectCatalog = createToken<ObjectCatalogShape>('ObjectCatalog');
+/** The collection graph and document writing (bound by the collections plugin). */
+export const CollectionProcessor = createToken<CollectionProcessorShape>('CollectionProcessor');

@@ -1,6 +1,7 @@
 /** Every built-in plugin, named once. The `tessera` entry point loads this list, then TESSERA_PLUGINS. */
 import apiKeys from './resources/api-keys/index.js';
 import auditLog from './resources/audit-log/index.js';
+import batches from './resources/batches/index.js';
 import buckets from './resources/buckets/index.js';
 import collections from './resources/collections/index.js';
 import passthroughExtractor from './extractors/passthrough_extractor/index.js';
@@ -24,6 +25,7 @@ export default [
   buckets,
   storage,
   collections,
+  batches,
   passthroughExtractor,
   textExtractor,
   hashedNgramText,

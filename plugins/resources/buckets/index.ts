@@ -6,6 +6,7 @@ import { parseFilter } from '../../../kernel/filters/filter.js';
 import type { RequestContext } from '../../../kernel/http/context.js';
 import { callerOf } from '../../../kernel/http/handlers.js';
 import { defineResource } from '../../../kernel/plugins.js';
+import type { ObjectCatalog as ObjectCatalogShape } from '../../../kernel/processing.js';
 import {
   BlobStore,
   Clock,
@@ -13,6 +14,7 @@ import {
   DatabaseHandle,
   EventBus,
   Lifecycle,
+  ObjectCatalog,
   ReferenceRegistry,
   ResourceIdentifiers,
   TaskQueue,
@@ -69,6 +71,20 @@ export default defineResource({
     container.bind(Stores).toConstantValue({ buckets: bucketStore, objects: objectStore, uploads: uploadStore });
     container.bind(Buckets).toConstantValue(new BucketService(db, bucketStore, services.get(ReferenceRegistry), tasks, events, clock));
     container.bind(Objects).toConstantValue(objects);
+    const catalog: ObjectCatalogShape = {
+      find: async (organizationId, bucketId, objectIds) =>
+        (await objectStore.findMany(organizationId, bucketId, objectIds)).map((row) => ({
+          object_id: row.object_id,
+          bucket_id: row.bucket_id,
+          namespace_id: row.namespace_id,
+          key: row.key,
+          metadata: row.metadata,
+          blobs: row.blobs.map((b) => ({ property: b.property, storage_key: b.storage_key, content_type: b.content_type, size_bytes: b.size_bytes, filename: b.filename })),
+          created_by: row.created_by,
+          created_at: row.created_at,
+        })),
+    };
+    container.bind(ObjectCatalog).toConstantValue(catalog);
     container.bind(Uploads).toConstantValue(
       new UploadService(uploadStore, objects, objectStore, ingest, blobs, tasks, events, clock, config.maxUploadBytes),
     );

@@ -59,6 +59,12 @@ export class ObjectStore {
     return db<ObjectRow>('objects').where({ organization_id: organizationId, bucket_id: bucketId, object_id: objectId }).first();
   }
 
+  /** The bucket's objects among `objectIds`, in one query (batch processing reads them a chunk at a time). */
+  findMany(organizationId: string, bucketId: string, objectIds: readonly string[]): Promise<ObjectRow[]> {
+    if (objectIds.length === 0) return Promise.resolve([]);
+    return this.db<ObjectRow>('objects').where({ organization_id: organizationId, bucket_id: bucketId }).whereIn('object_id', objectIds);
+  }
+
   async keyTaken(bucketId: string, key: string): Promise<boolean> {
     return Boolean(await this.db('objects').where({ bucket_id: bucketId, key }).first('object_id'));
   }

@@ -106,6 +106,87 @@ export class DocumentStore {
     return row;
   }
 
+  /**
+   * Writes many documents in one statement (batch processing). Same idempotence as `upsert`: a source key
+   * written before is updated in place, and only new rows add to the collection's count.
+   */
+  async upsertMany(writes: readonly DocumentWrite[], db: Knex = this.db): Promise<DocumentRow[]> {
+    if (writes.length === 0) return [];
+    const now = new Date();
+    // One row per source key: a repeated key in one statement would make ON CONFLICT fail.
+    const unique = [...new Map(writes.map((w) => [`${w.collectionId}\u0000${w.sourceKey}`, w])).values()];
+    const columns = {
+      document_id: [] as string[], organization_id: [] as string[], namespace_id: [] as string[], collection_id: [] as string[],
+      source_key: [] as string[], root_object_id: [] as Array<string | null>, source_collection_id: [] as Array<string | null>,
+      source_document_id: [] as Array<string | null>, processing_tier: [] as number[], fields: [] as string[],
+      owner_principal: [] as Array<string | null>, grants: [] as string[],
+    };
+    for (const w of unique) {
+      columns.document_id.push(newId('doc'));
+      columns.organization_id.push(w.organizationId);
+      columns.namespace_id.push(w.namespaceId);
+      columns.collection_id.push(w.collectionId);
+      columns.source_key.push(w.sourceKey);
+      columns.root_object_id.push(w.rootObjectId);
+      columns.source_collection_id.push(w.sourceCollectionId);
+      columns.source_document_id.push(w.sourceDocumentId);
+      columns.processing_tier.push(w.processingTier);
+      columns.fields.push(JSON.stringify(w.fields));
+      columns.owner_principal.push(w.ownerPrincipal ?? null);
+      columns.grants.push(JSON.stringify(w.grants ?? []));
+    }
+    const rows = (await db.raw(
+      `insert into documents (document_id, organization_id, namespace_id, collection_id, source_key, root_object_id,
+         source_collection_id, source_document_id, processing_tier, fields, metadata, owner_principal, grants, created_at, updated_at)
+       select d, o, n, c, k, r, sc, sd, t, f::jsonb, '{}'::jsonb, p, g::jsonb, ?, ?
+       from unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::int[], ?::text[], ?::text[], ?::text[])
+         as u(d, o, n, c, k, r, sc, sd, t, f, p, g)
+       on conflict (collection_id, source_key) do update set fields = excluded.fields,
+         root_object_id = excluded.root_object_id, source_document_id = excluded.source_document_id,
+         processing_tier = excluded.processing_tier, owner_principal = excluded.owner_principal,
+         grants = excluded.grants, updated_at = excluded.updated_at
+       returning *, (xmax = 0) as inserted`,
+      [
+        now, now, columns.document_id, columns.organization_id, columns.namespace_id, columns.collection_id, columns.source_key,
+        columns.root_object_id, columns.source_collection_id, columns.source_document_id, columns.processing_tier, columns.fields,
+        columns.owner_principal, columns.grants,
+      ] as unknown as Knex.RawBinding[],
+    )) as { rows: Array<DocumentRow & { inserted: boolean }> };
+    const added = new Map<string, number>();
+    for (const row of rows.rows) if (row.inserted) added.set(row.collection_id, (added.get(row.collection_id) ?? 0) + 1);
+    for (const [collectionId, count] of added) await db('collections').where({ collection_id: collectionId }).increment('document_count', count);
+    return rows.rows.map(({ inserted: _inserted, ...row }) => row);
+  }
+
+  /** Documents of one collection by id (processing reads its source records a chunk at a time). */
+  findMany(organizationId: string, collectionId: string, documentIds: readonly string[]): Promise<DocumentRow[]> {
+    if (documentIds.length === 0) return Promise.resolve([]);
+    return this.db<DocumentRow>('documents').where({ organization_id: organizationId, collection_id: collectionId }).whereIn('document_id', documentIds);
+  }
+
+  /** Ids of the collection's documents made from these bucket objects, in a stable order. */
+  async idsByRoots(organizationId: string, collectionId: string, rootObjectIds: readonly string[]): Promise<string[]> {
+    if (rootObjectIds.length === 0) return [];
+    const rows = (await this.db('documents')
+      .where({ organization_id: organizationId, collection_id: collectionId })
+      .whereIn('root_object_id', rootObjectIds)
+      .orderBy('document_id')
+      .select('document_id')) as Array<{ document_id: string }>;
+    return rows.map((r) => r.document_id);
+  }
+
+  /**
+   * Removes what a source record produced before, except the keys just written (document handling
+   * `replace`: stale chunks of an edited text disappear). Returns the removed ids (their vectors go too).
+   */
+  async deleteStale(collectionId: string, sourceKeyPrefix: string, keep: readonly string[], db: Knex = this.db): Promise<string[]> {
+    const q = db('documents').where({ collection_id: collectionId }).whereRaw('starts_with(source_key, ?)', [sourceKeyPrefix]);
+    if (keep.length > 0) q.whereNotIn('source_key', keep);
+    const removed = ((await q.delete().returning('document_id')) as Array<{ document_id: string }>).map((r) => r.document_id);
+    if (removed.length > 0) await db('collections').where({ collection_id: collectionId }).decrement('document_count', removed.length);
+    return removed;
+  }
+
   get(organizationId: string, collectionId: string, documentId: string, principalId: string | null): Promise<DocumentRow | undefined> {
     return this.visible(this.db<DocumentRow>('documents').where({ organization_id: organizationId, collection_id: collectionId, document_id: documentId }), principalId).first();
   }

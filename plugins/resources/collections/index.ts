@@ -8,8 +8,14 @@ import { callerOf } from '../../../kernel/http/handlers.js';
 import { iso } from '../../../kernel/http/values.js';
 import { defineResource } from '../../../kernel/plugins.js';
 import {
+  BlobStore,
   Clock,
+  CollectionProcessor,
   DatabaseHandle,
+  Inference,
+  ObjectCatalog,
+  RootLogger,
+  VectorIndex,
   EventBus,
   PluginRegistry,
   ReferenceRegistry,
@@ -17,6 +23,7 @@ import {
   createToken,
 } from '../../../kernel/tokens.js';
 import { collectionMigrations } from './migrations.js';
+import { DocumentProcessor } from './processing/processor.js';
 import { CollectionService, featureUri } from './service.js';
 import { CollectionStore, type CollectionRow } from './store.js';
 import { DocumentStore, type DocumentRow, type DocumentSortField } from './document-store.js';
@@ -92,7 +99,22 @@ export default defineResource({
   services: (container, services) => {
     const store = new CollectionStore(services.get(DatabaseHandle).db);
     container.bind(Store).toConstantValue(store);
-    container.bind(Documents).toConstantValue(new DocumentStore(services.get(DatabaseHandle).db));
+    const documents = new DocumentStore(services.get(DatabaseHandle).db);
+    container.bind(Documents).toConstantValue(documents);
+    container.bind(CollectionProcessor).toConstantValue(
+      new DocumentProcessor({
+        db: services.get(DatabaseHandle).db,
+        collections: store,
+        documents,
+        plugins: services.get(PluginRegistry),
+        blobs: services.get(BlobStore),
+        vectors: services.get(VectorIndex),
+        events: services.get(EventBus),
+        log: services.get(RootLogger).child({ component: 'processing' }),
+        objects: () => services.get(ObjectCatalog),
+        inference: () => services.get(Inference),
+      }),
+    );
     container.bind(Collections).toConstantValue(
       new CollectionService(
         store,

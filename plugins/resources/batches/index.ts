@@ -1,0 +1,159 @@
+/**
+ * Batches: a bucket's objects processed through every collection that reads the bucket, tier by tier
+ * (see service.ts for the state machine and runner.ts for how the work runs as tasks).
+ */
+import { NotFoundError } from '../../../kernel/errors.js';
+import type { RequestContext } from '../../../kernel/http/context.js';
+import { callerOf } from '../../../kernel/http/handlers.js';
+import { defineResource } from '../../../kernel/plugins.js';
+import {
+  BlobStore,
+  Clock,
+  CollectionProcessor,
+  Config,
+  DatabaseHandle,
+  EventBus,
+  Lifecycle,
+  ObjectCatalog,
+  ResourceIdentifiers,
+  RootLogger,
+  TaskQueue,
+  VectorIndex,
+  createToken,
+  type Services,
+} from '../../../kernel/tokens.js';
+import { progressOf } from './aggregate.js';
+import { BatchHealthProbe } from './health.js';
+import { batchMigrations } from './migrations.js';
+import { BatchRunner } from './runner.js';
+import { toBatch } from './serialize.js';
+import { BatchService } from './service.js';
+import { BatchStore, type BatchRow, type BatchStatus } from './store.js';
+
+const Batches = createToken<BatchService>('batches.BatchService');
+const Store = createToken<BatchStore>('batches.BatchStore');
+/** The stall probe (exported for tests and the CLI). */
+export const BatchHealth = createToken<BatchHealthProbe>('batches.BatchHealthProbe');
+const HEALTH_TASK = 'batches.health';
+
+async function bucketIdOf(ctx: RequestContext, services: Services, identifier: string): Promise<string> {
+  const found = await services.get(ResourceIdentifiers).find('bucket', {
+    organizationId: callerOf(ctx).organizationId,
+    namespace: ctx.namespace ?? null,
+    identifier,
+  });
+  if (!found) throw new NotFoundError(`Bucket '${identifier}' not found in this namespace`, { bucket: identifier });
+  return found[0]!;
+}
+
+async function view(services: Services, row: BatchRow) {
+  const chunks = row.status === 'DRAFT' ? [] : await services.get(Store).allChunks(row.batch_id);
+  return toBatch(row, progressOf(row, chunks, services.get(Clock).now()));
+}
+
+export default defineResource({
+  name: 'batches',
+  migrations: batchMigrations,
+  services: (container, services) => {
+    const db = services.get(DatabaseHandle).db;
+    const store = new BatchStore(db);
+    container.bind(Store).toConstantValue(store);
+    container.bind(Batches).toConstantValue(
+      new BatchService(
+        db,
+        store,
+        () => services.get(ObjectCatalog),
+        () => services.get(CollectionProcessor),
+        services.get(TaskQueue),
+        services.get(BlobStore),
+        services.get(Clock),
+      ),
+    );
+    const config = services.get(Config);
+    container.bind(BatchHealth).toConstantValue(
+      new BatchHealthProbe(
+        store,
+        () => services.get(CollectionProcessor),
+        services.get(VectorIndex),
+        services.get(Clock),
+        services.get(RootLogger).child({ component: 'batch-health' }),
+        config.batchStallAfterMs,
+      ),
+    );
+  },
+  setup: ({ services, log }) => {
+    const tasks = services.get(TaskQueue);
+    const config = services.get(Config);
+    new BatchRunner(
+      services.get(DatabaseHandle).db,
+      services.get(Store),
+      () => services.get(CollectionProcessor),
+      tasks,
+      services.get(EventBus),
+      services.get(Clock),
+      log.child({ component: 'batches' }),
+      { chunkSize: config.batchChunkSize },
+    ).register();
+    tasks.register(HEALTH_TASK, async () => ({ checked: await services.get(BatchHealth).run() }));
+    if (config.batchHealthIntervalMs > 0) {
+      const timer = setInterval(() => {
+        tasks.enqueue(HEALTH_TASK, {}, { dedupeKey: HEALTH_TASK, maxAttempts: 1 }).catch((err: unknown) => log.error({ err }, 'could not schedule the batch health probe'));
+      }, config.batchHealthIntervalMs);
+      timer.unref();
+      services.get(Lifecycle).onShutdown('batches: health probe timer', () => clearInterval(timer));
+    }
+  },
+  handlers: {
+    createBatch: async ({ params, body, ctx, services }) => {
+      const caller = callerOf(ctx);
+      const bucketId = await bucketIdOf(ctx, services, params.bucket_identifier);
+      const row = await services.get(Batches).create(caller.organizationId, ctx.namespace!.id, bucketId, caller.userEmail, body ?? {});
+      return { status: 201, body: await view(services, row) };
+    },
+    listBatches: async ({ params, query, ctx, services }) => {
+      const bucketId = await bucketIdOf(ctx, services, params.bucket_identifier);
+      const { rows, nextCursor } = await services.get(Store).list(callerOf(ctx).organizationId, bucketId, {
+        limit: query.limit ?? 100,
+        ...(query.cursor ? { cursor: query.cursor } : {}),
+        ...(query.status ? { status: query.status as BatchStatus } : {}),
+      });
+      const results = [];
+      for (const row of rows) results.push(await view(services, row));
+      return { status: 200, body: { results, has_next: nextCursor !== null, next_cursor: nextCursor } };
+    },
+    getBatch: async ({ params, ctx, services }) => {
+      const bucketId = await bucketIdOf(ctx, services, params.bucket_identifier);
+      return { status: 200, body: await view(services, await services.get(Batches).get(callerOf(ctx).organizationId, bucketId, params.batch_id)) };
+    },
+    updateBatch: async ({ params, body, ctx, services }) => {
+      const bucketId = await bucketIdOf(ctx, services, params.bucket_identifier);
+      const row = await services.get(Batches).updateMetadata(callerOf(ctx).organizationId, bucketId, params.batch_id, body.metadata);
+      return { status: 200, body: await view(services, row) };
+    },
+    deleteBatch: async ({ params, ctx, services }) => {
+      const bucketId = await bucketIdOf(ctx, services, params.bucket_identifier);
+      const row = await services.get(Batches).delete(callerOf(ctx).organizationId, bucketId, params.batch_id);
+      return { status: 200, body: { batch_id: row.batch_id, deleted: true } };
+    },
+    addBatchObjects: async ({ params, body, ctx, services }) => {
+      const bucketId = await bucketIdOf(ctx, services, params.bucket_identifier);
+      const row = await services.get(Batches).addObjects(callerOf(ctx).organizationId, bucketId, params.batch_id, body.object_ids);
+      return { status: 200, body: await view(services, row) };
+    },
+    submitBatch: async ({ params, ctx, services }) => {
+      const bucketId = await bucketIdOf(ctx, services, params.bucket_identifier);
+      const row = await services.get(Batches).submit(callerOf(ctx).organizationId, bucketId, params.batch_id);
+      return { status: 202, body: await view(services, row) };
+    },
+    cancelBatch: async ({ params, ctx, services }) => {
+      const bucketId = await bucketIdOf(ctx, services, params.bucket_identifier);
+      const row = await services.get(Batches).cancel(callerOf(ctx).organizationId, bucketId, params.batch_id);
+      return { status: 200, body: await view(services, row) };
+    },
+    retryBatch: async ({ params, ctx, services }) => {
+      const bucketId = await bucketIdOf(ctx, services, params.bucket_identifier);
+      const row = await services.get(Batches).retry(callerOf(ctx).organizationId, bucketId, params.batch_id);
+      return { status: 202, body: await view(services, row) };
+    },
+  },
+});

@@ -1,0 +1,250 @@
+/**
+ * The batch state machine as users drive it: DRAFT (objects added) → submit (DAG resolved, tier 0
+ * queued: PENDING) → the runner takes it through IN_PROGRESS to COMPLETED, COMPLETED_WITH_ERRORS or
+ * FAILED; cancel stops queued work, retry runs again what failed.
+ */
+import type { Knex } from 'knex';
+import type { BlobStore } from '../../../kernel/blobs/blob-store.js';
+import type { Clock } from '../../../kernel/clock.js';
+import { ConflictError, InputError, NotFoundError } from '../../../kernel/errors.js';
+import { newId } from '../../../kernel/ids.js';
+import type { CollectionProcessor, ObjectCatalog } from '../../../kernel/processing.js';
+import type { TaskQueue } from '../../../kernel/tasks/task-queue.js';
+import { emptyTier } from './aggregate.js';
+import type { BatchRow, BatchStatus, BatchStore } from './store.js';
+
+export const TIER_TASK = 'batches.tier';
+export const CHUNK_TASK = 'batches.chunk';
+
+export interface TierTaskPayload {
+  organization_id: string;
+  batch_id: string;
+  generation: number;
+  tier: number;
+  /** Set on a retry: only the records that failed in this generation's run of the tier run again. */
+  retry_of: number | null;
+}
+
+const RUNNING: readonly BatchStatus[] = ['PENDING', 'IN_PROGRESS', 'PROCESSING'];
+const RETRYABLE: readonly BatchStatus[] = ['FAILED', 'COMPLETED_WITH_ERRORS', 'CANCELED'];
+
+export function tierDedupeKey(batchId: string, generation: number, tier: number): string {
+  return `batch:${batchId}:${generation}:tier:${tier}`;
+}
+
+export class BatchService {
+  constructor(
+    private readonly db: Knex,
+    private readonly store: BatchStore,
+    private readonly objects: () => ObjectCatalog,
+    private readonly processor: () => CollectionProcessor,
+    private readonly tasks: TaskQueue,
+    private readonly blobs: BlobStore,
+    private readonly clock: Clock,
+  ) {}
+
+  async get(organizationId: string, bucketId: string, batchId: string): Promise<BatchRow> {
+    const row = await this.store.find(organizationId, batchId);
+    if (!row || row.bucket_id !== bucketId) throw new NotFoundError(`Batch '${batchId}' not found in this bucket`, { batch_id: batchId });
+    return row;
+  }
+
+  async create(
+    organizationId: string,
+    namespaceId: string,
+    bucketId: string,
+    createdBy: string | null,
+    input: { object_ids?: string[]; metadata?: Record<string, unknown> },
+  ): Promise<BatchRow> {
+    const objectIds = await this.checkObjects(organizationId, bucketId, unique(input.object_ids ?? []));
+    const now = this.clock.now();
+    const row: BatchRow = {
+      batch_id: newId('btch'),
+      organization_id: organizationId,
+      namespace_id: namespaceId,
+      bucket_id: bucketId,
+      status: 'DRAFT',
+      type: 'BUCKET',
+      object_ids: objectIds,
+      collection_ids: null,
+      error: null,
+      error_summary: null,
+      manifest_key: null,
+      task_id: null,
+      loaded_object_ids: null,
+      internal_metadata: {},
+      metadata: input.metadata ?? {},
+      tier_tasks: [],
+      current_tier: null,
+      total_tiers: 1,
+      dag_tiers: null,
+      generation: 0,
+      started_at: null,
+      completed_at: null,
+      progress_at: null,
+      created_by: createdBy,
+      created_at: now,
+      updated_at: now,
+    };
+    await this.store.insert(row);
+    return row;
+  }
+
+  async addObjects(organizationId: string, bucketId: string, batchId: string, objectIds: string[]): Promise<BatchRow> {
+    const batch = await this.get(organizationId, bucketId, batchId);
+    if (batch.status !== 'DRAFT') throw new ConflictError(`Objects can only be added to a DRAFT batch; this one is ${batch.status}`, { status: batch.status });
+    const added = await this.checkObjects(organizationId, bucketId, unique(objectIds));
+    const all = unique([...batch.object_ids, ...added]);
+    if (all.length > 100_000) throw new InputError('A batch holds at most 100000 objects', { object_count: all.length });
+    const changes = { object_ids: all, updated_at: this.clock.now() };
+    await this.store.update(batchId, changes);
+    return { ...batch, ...changes };
+  }
+
+  async updateMetadata(organizationId: string, bucketId: string, batchId: string, metadata: Record<string, unknown>): Promise<BatchRow> {
+    const batch = await this.get(organizationId, bucketId, batchId);
+    const changes = { metadata, updated_at: this.clock.now() };
+    await this.store.update(batchId, changes);
+    return { ...batch, ...changes };
+  }
+
+  async delete(organizationId: string, bucketId: string, batchId: string): Promise<BatchRow> {
+    const batch = await this.get(organizationId, bucketId, batchId);
+    if (RUNNING.includes(batch.status)) throw new ConflictError(`Batch is ${batch.status}; cancel it before deleting it`, { status: batch.status });
+    await this.store.delete(batchId);
+    if (batch.manifest_key) await this.blobs.delete(batch.manifest_key);
+    return batch;
+  }
+
+  /** DRAFT → PENDING: resolves the DAG, writes the manifest, queues tier 0 (in the same transaction). */
+  async submit(organizationId: string, bucketId: string, batchId: string): Promise<BatchRow> {
+    const batch = await this.get(organizationId, bucketId, batchId);
+    if (batch.status !== 'DRAFT') throw new ConflictError(`Only a DRAFT batch can be submitted; this one is ${batch.status}`, { status: batch.status });
+    if (batch.object_ids.length === 0) throw new InputError('A batch needs at least 1 object to be submitted; add objects first', { object_count: 0 });
+    const found = new Set((await this.findObjects(organizationId, bucketId, batch.object_ids)).map((o) => o.object_id));
+    const loaded = batch.object_ids.filter((id) => found.has(id));
+    if (loaded.length === 0) throw new InputError('None of the batch objects exists any more', { object_ids: batch.object_ids.slice(0, 20) });
+    const plan = await this.processor().plan(organizationId, bucketId);
+    if (plan.tiers.length === 0) {
+      throw new ConflictError('No enabled collection reads this bucket: create a collection with this bucket as its source first', { bucket_id: bucketId });
+    }
+    const now = this.clock.now();
+    const manifestKey = `${organizationId}/batches/${batchId}/manifest.json`;
+    await this.blobs.put(
+      manifestKey,
+      Buffer.from(JSON.stringify({ batch_id: batchId, bucket_id: bucketId, object_ids: loaded, dag_tiers: plan.tiers, sources: plan.sources, submitted_at: now.toISOString() })),
+      { contentType: 'application/json' },
+    );
+    return this.db.transaction(async (trx) => {
+      const locked = await this.store.lock(trx, batchId);
+      if (locked?.status !== 'DRAFT') throw new ConflictError('The batch was submitted concurrently', { status: locked?.status });
+      const task = await this.queueTier(trx, { organization_id: organizationId, batch_id: batchId, generation: 0, tier: 0, retry_of: null });
+      const changes: Partial<BatchRow> = {
+        status: 'PENDING',
+        loaded_object_ids: loaded,
+        dag_tiers: plan.tiers,
+        total_tiers: plan.tiers.length,
+        collection_ids: plan.tiers.flat(),
+        manifest_key: manifestKey,
+        task_id: task,
+        tier_tasks: [{ ...emptyTier(0, plan.tiers[0]!, [], null), task_id: task }],
+        current_tier: null,
+        updated_at: now,
+      };
+      await this.store.update(batchId, changes, trx);
+      return { ...batch, ...changes };
+    });
+  }
+
+  async cancel(organizationId: string, bucketId: string, batchId: string): Promise<BatchRow> {
+    await this.get(organizationId, bucketId, batchId);
+    return this.db.transaction(async (trx) => {
+      const batch = (await this.store.lock(trx, batchId))!;
+      if (!RUNNING.includes(batch.status)) throw new ConflictError(`Only a PENDING or IN_PROGRESS batch can be canceled; this one is ${batch.status}`, { status: batch.status });
+      const now = this.clock.now();
+      await this.store.skipPending(batchId, now, trx);
+      const changes: Partial<BatchRow> = {
+        status: 'CANCELED',
+        tier_tasks: batch.tier_tasks.map((t) =>
+          RUNNING.includes(t.status) ? { ...t, status: 'CANCELED', completed_at: now.toISOString() } : t,
+        ),
+        completed_at: now,
+        updated_at: now,
+      };
+      await this.store.update(batchId, changes, trx);
+      return { ...batch, ...changes };
+    });
+  }
+
+  /** Runs again, in a new generation, from the first tier that did not complete cleanly. */
+  async retry(organizationId: string, bucketId: string, batchId: string): Promise<BatchRow> {
+    await this.get(organizationId, bucketId, batchId);
+    return this.db.transaction(async (trx) => {
+      const batch = (await this.store.lock(trx, batchId))!;
+      if (!RETRYABLE.includes(batch.status)) {
+        throw new ConflictError(`Only a FAILED, COMPLETED_WITH_ERRORS or CANCELED batch can be retried; this one is ${batch.status}`, { status: batch.status });
+      }
+      const tiers = batch.dag_tiers ?? [];
+      let tier = batch.tier_tasks.findIndex((t) => t.status !== 'COMPLETED');
+      if (tier < 0) tier = Math.min(batch.tier_tasks.length, tiers.length - 1);
+      const ranBefore = batch.tier_tasks[tier] !== undefined && batch.tier_tasks[tier]!.status !== 'PENDING';
+      const generation = batch.generation + 1;
+      const task = await this.queueTier(trx, {
+        organization_id: organizationId,
+        batch_id: batchId,
+        generation,
+        tier,
+        retry_of: ranBefore ? batch.generation : null,
+      });
+      const previous = batch.tier_tasks[tier - 1];
+      const now = this.clock.now();
+      const changes: Partial<BatchRow> = {
+        status: 'PENDING',
+        generation,
+        error: null,
+        error_summary: null,
+        task_id: tier === 0 ? task : batch.task_id,
+        tier_tasks: [
+          ...batch.tier_tasks.slice(0, tier),
+          { ...emptyTier(tier, tiers[tier] ?? [], tier === 0 ? [] : (tiers[tier - 1] ?? []), previous?.task_id ?? null), task_id: task },
+        ],
+        completed_at: null,
+        updated_at: now,
+      };
+      await this.store.update(batchId, changes, trx);
+      return { ...batch, ...changes };
+    });
+  }
+
+  private async queueTier(trx: Knex, payload: TierTaskPayload): Promise<string> {
+    const task = await this.tasks.enqueue(TIER_TASK, { ...payload }, {
+      organizationId: payload.organization_id,
+      dedupeKey: tierDedupeKey(payload.batch_id, payload.generation, payload.tier),
+      transaction: trx,
+    });
+    return task.task_id;
+  }
+
+  private async findObjects(organizationId: string, bucketId: string, ids: readonly string[]) {
+    const found = [];
+    for (let i = 0; i < ids.length; i += 1000) found.push(...(await this.objects().find(organizationId, bucketId, ids.slice(i, i + 1000))));
+    return found;
+  }
+
+  /** Every id must be an object of this bucket; the ids are returned in the order given. */
+  private async checkObjects(organizationId: string, bucketId: string, ids: string[]): Promise<string[]> {
+    if (ids.length === 0) return [];
+    const found = new Set((await this.findObjects(organizationId, bucketId, ids)).map((o) => o.object_id));
+    const missing = ids.filter((id) => !found.has(id));
+    if (missing.length > 0) {
+      throw new InputError(`${missing.length} object id(s) are not objects of this bucket: ${missing.slice(0, 10).join(', ')}${missing.length > 10 ? ', …' : ''}`, {
+        missing_object_ids: missing.slice(0, 100),
+      });
+    }
+    return ids;
+  }
+}
+
+function unique(ids: readonly string[]): string[] {
+  return [...new Set(ids)];
+}

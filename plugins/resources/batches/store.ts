@@ -1,0 +1,172 @@
+/** Batch rows and their chunks, always within one organization. */
+import type { Knex } from 'knex';
+import type { components } from '../../../generated/openapi.js';
+import { decodeCursor, encodeCursor } from '../../../kernel/http/cursor.js';
+import type { ProcessingOutcome } from '../../../kernel/processing.js';
+
+type Schemas = components['schemas'];
+export type BatchStatus = Schemas['UploadStatus'];
+export type TierTaskInfo = Schemas['TierTaskInfo'];
+export type BatchError = Schemas['BatchError'];
+
+export interface BatchRow {
+  batch_id: string;
+  organization_id: string;
+  namespace_id: string;
+  bucket_id: string;
+  status: BatchStatus;
+  type: 'BUCKET' | 'COLLECTION';
+  object_ids: string[];
+  collection_ids: string[] | null;
+  error: string | null;
+  error_summary: Record<string, number> | null;
+  manifest_key: string | null;
+  task_id: string | null;
+  loaded_object_ids: string[] | null;
+  internal_metadata: Record<string, unknown>;
+  metadata: Record<string, unknown>;
+  tier_tasks: TierTaskInfo[];
+  current_tier: number | null;
+  total_tiers: number;
+  dag_tiers: string[][] | null;
+  generation: number;
+  started_at: Date | null;
+  completed_at: Date | null;
+  progress_at: Date | null;
+  created_by: string | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export type ChunkStatus = 'PENDING' | 'COMPLETED' | 'FAILED' | 'SKIPPED';
+
+export interface ChunkRow {
+  batch_id: string;
+  generation: number;
+  tier: number;
+  collection_id: string;
+  chunk_index: number;
+  record_ids: string[];
+  status: ChunkStatus;
+  task_id: string | null;
+  outcome: ProcessingOutcome | null;
+  started_at: Date | null;
+  completed_at: Date | null;
+}
+
+export interface ChunkKey {
+  batch_id: string;
+  generation: number;
+  tier: number;
+  collection_id: string;
+  chunk_index: number;
+}
+
+const JSON_COLUMNS = [
+  'object_ids', 'collection_ids', 'error_summary', 'loaded_object_ids', 'internal_metadata', 'metadata', 'tier_tasks', 'dag_tiers',
+] as const;
+
+function toColumns(row: Partial<BatchRow>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...row };
+  for (const column of JSON_COLUMNS) if (column in out && out[column] !== null) out[column] = JSON.stringify(out[column]);
+  return out;
+}
+
+interface ListCursor {
+  t: string;
+  id: string;
+}
+
+export class BatchStore {
+  constructor(private readonly db: Knex) {}
+
+  find(organizationId: string, batchId: string, db: Knex = this.db): Promise<BatchRow | undefined> {
+    return db<BatchRow>('batches').where({ organization_id: organizationId, batch_id: batchId }).first();
+  }
+
+  /** The row, locked until the transaction ends: chunk completions of one batch are applied one at a time. */
+  lock(trx: Knex.Transaction, batchId: string): Promise<BatchRow | undefined> {
+    return trx<BatchRow>('batches').where({ batch_id: batchId }).forUpdate().first();
+  }
+
+  async insert(row: BatchRow, db: Knex = this.db): Promise<void> {
+    await db('batches').insert(toColumns(row));
+  }
+
+  async update(batchId: string, changes: Partial<BatchRow>, db: Knex = this.db): Promise<void> {
+    await db('batches').where({ batch_id: batchId }).update(toColumns(changes));
+  }
+
+  async delete(batchId: string): Promise<void> {
+    await this.db('batches').where({ batch_id: batchId }).delete();
+  }
+
+  async list(
+    organizationId: string,
+    bucketId: string,
+    options: { limit: number; cursor?: string; status?: BatchStatus },
+  ): Promise<{ rows: BatchRow[]; nextCursor: string | null }> {
+    const q = this.db<BatchRow>('batches').where({ organization_id: organizationId, bucket_id: bucketId });
+    if (options.status) q.where({ status: options.status });
+    if (options.cursor) {
+      const c = decodeCursor<ListCursor>(options.cursor, (v) => typeof v.t === 'string' && typeof v.id === 'string');
+      q.whereRaw('(created_at, batch_id) < (?::timestamptz, ?)', [c.t, c.id]);
+    }
+    const rows = await q.orderBy([{ column: 'created_at', order: 'desc' }, { column: 'batch_id', order: 'desc' }]).limit(options.limit + 1);
+    const page = rows.slice(0, options.limit);
+    const last = page.at(-1);
+    return {
+      rows: page,
+      nextCursor: rows.length > options.limit && last ? encodeCursor({ t: new Date(last.created_at).toISOString(), id: last.batch_id }) : null,
+    };
+  }
+
+  /** Running batches (the health probe's subjects). */
+  running(): Promise<BatchRow[]> {
+    return this.db<BatchRow>('batches').whereIn('status', ['PENDING', 'IN_PROGRESS']);
+  }
+
+  // ------------------------------------------------------------------------------------------- chunks
+
+  /** Plans chunks; planning the same tier twice (a redelivered tier task) keeps the first plan. */
+  async insertChunks(rows: ChunkRow[], db: Knex): Promise<void> {
+    if (rows.length === 0) return;
+    await db('batch_chunks')
+      .insert(rows.map((r) => ({ ...r, record_ids: JSON.stringify(r.record_ids), outcome: r.outcome ? JSON.stringify(r.outcome) : null })))
+      .onConflict(['batch_id', 'generation', 'tier', 'collection_id', 'chunk_index'])
+      .ignore();
+  }
+
+  chunk(key: ChunkKey, db: Knex = this.db): Promise<ChunkRow | undefined> {
+    return db<ChunkRow>('batch_chunks').where(key).first();
+  }
+
+  chunksOf(batchId: string, generation: number, tier: number, db: Knex = this.db): Promise<ChunkRow[]> {
+    return db<ChunkRow>('batch_chunks')
+      .where({ batch_id: batchId, generation, tier })
+      .orderBy([{ column: 'collection_id' }, { column: 'chunk_index' }]);
+  }
+
+  /** Every chunk of the batch (all generations), for progress and retries. */
+  allChunks(batchId: string, db: Knex = this.db): Promise<ChunkRow[]> {
+    return db<ChunkRow>('batch_chunks').where({ batch_id: batchId }).orderBy([{ column: 'generation' }, { column: 'tier' }, { column: 'chunk_index' }]);
+  }
+
+  async markStarted(key: ChunkKey, at: Date): Promise<void> {
+    await this.db('batch_chunks').where(key).whereNull('started_at').update({ started_at: at });
+  }
+
+  /** Records a chunk's end once: false when it had already ended (a redelivered task finishing again). */
+  async finish(key: ChunkKey, status: ChunkStatus, outcome: ProcessingOutcome | null, at: Date, db: Knex): Promise<boolean> {
+    const updated = (await db('batch_chunks')
+      .where(key)
+      .where({ status: 'PENDING' })
+      .update({ status, outcome: outcome ? JSON.stringify(outcome) : null, completed_at: at })
+      .returning('chunk_index')) as unknown[];
+    return updated.length > 0;
+  }
+
+  async skipPending(batchId: string, at: Date, db: Knex = this.db): Promise<void> {
+    await db('batch_chunks').where({ batch_id: batchId, status: 'PENDING' }).update({ status: 'SKIPPED', completed_at: at });
+  }
+}

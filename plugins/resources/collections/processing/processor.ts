@@ -1,0 +1,405 @@
+/**
+ * Turns source records into a collection's documents: fetch the records, apply the collection's source
+ * filter, run each feature extractor (inference happens in the gRPC workers), then write documents and
+ * their feature vectors. Everything written is keyed by (source record, extractor, draft key), so running
+ * the same records again — a redelivered task, a retried batch — updates in place and never duplicates.
+ *
+ * A record that cannot be processed (bad input, missing field, an extractor failing on it) becomes a typed
+ * error in the outcome; a dependency failing (inference unreachable, storage, database) throws, so the
+ * task is retried as a whole.
+ */
+import type { Knex } from 'knex';
+import type { Logger } from 'pino';
+import { BlobArtifactWriter } from '../../../../kernel/blobs/artifacts.js';
+import type { BlobStore } from '../../../../kernel/blobs/blob-store.js';
+import { ApiError, InputError, NotFoundError, RequestValidationError, ServiceUnavailableError } from '../../../../kernel/errors.js';
+import type { EventBus } from '../../../../kernel/events/event-bus.js';
+import { matchesFilter, parseFilter } from '../../../../kernel/filters/filter.js';
+import type { InferenceClient } from '../../../../kernel/inference/client.js';
+import type { DocumentDraft, ExtractorPlugin, PluginRegistry } from '../../../../kernel/plugins.js';
+import {
+  emptyOutcome,
+  type CollectionProcessor,
+  type ObjectCatalog,
+  type ProcessingError,
+  type ProcessingOutcome,
+  type ProcessRequest,
+} from '../../../../kernel/processing.js';
+import { featureIndexName } from '../../../../kernel/vectors/naming.js';
+import type { VectorIndex, VectorRecord } from '../../../../kernel/vectors/vector-index.js';
+import type { DocumentRow, DocumentStore, DocumentWrite } from '../document-store.js';
+import type { CollectionRow, CollectionStore } from '../store.js';
+import { resolveTiers, type PlanNode } from './plan.js';
+import { mapInputs, recordFromDocument, recordFromObject, type SourceRecord } from './records.js';
+import { StageClock } from './stage-clock.js';
+
+export interface DocumentProcessorDeps {
+  db: Knex;
+  collections: CollectionStore;
+  documents: DocumentStore;
+  plugins: PluginRegistry;
+  blobs: BlobStore;
+  vectors: VectorIndex;
+  events: EventBus;
+  log: Logger;
+  /** Bound by other parts of the kernel after this plugin's services: resolved when first needed. */
+  objects: () => ObjectCatalog;
+  inference: () => InferenceClient;
+  /** Records of one chunk extracted at the same time (their inference calls overlap). */
+  concurrency?: number;
+}
+
+type ExtractorConfig = CollectionRow['feature_extractors'][number];
+
+interface PendingWrite {
+  write: DocumentWrite;
+  features: Record<string, { vector: number[]; distance: 'cosine' | 'l2' | 'dot' }>;
+}
+
+const SUGGESTIONS: Record<ProcessingError['error_type'], string> = {
+  validation: 'Fix or replace the affected inputs (see the message), then retry the batch.',
+  missing_input: "Give the affected records the field the extractor reads, or set the collection's input_mapping, then retry the batch.",
+  dependency: 'A service the extractor needs was unavailable; check GET /v1/health, then retry the batch.',
+  extraction: 'The extractor failed on these inputs; check the message and the inputs, then retry the batch.',
+  internal: 'An internal error stopped processing; retry the batch, and report it if it happens again.',
+};
+
+export class DocumentProcessor implements CollectionProcessor {
+  private readonly ensured = new Set<string>();
+
+  constructor(private readonly deps: DocumentProcessorDeps) {}
+
+  async plan(organizationId: string, bucketId: string) {
+    const rows = (await this.deps.db('collections')
+      .where({ organization_id: organizationId })
+      .select('collection_id', 'enabled', 'source')) as Array<Pick<CollectionRow, 'collection_id' | 'enabled' | 'source'>>;
+    const nodes: PlanNode[] = rows.map((r) => ({
+      collection_id: r.collection_id,
+      enabled: r.enabled,
+      source_bucket_id: r.source.type === 'bucket' ? (r.source.bucket_id ?? null) : null,
+      source_collection_id: r.source.type === 'collection' ? (r.source.collection_id ?? null) : null,
+    }));
+    return resolveTiers(bucketId, nodes);
+  }
+
+  async sourceRecords(organizationId: string, collectionId: string, rootObjectIds: readonly string[]): Promise<string[]> {
+    const collection = await this.collection(organizationId, collectionId);
+    if (collection.source.type === 'bucket') return [...rootObjectIds];
+    return this.deps.documents.idsByRoots(organizationId, collection.source.collection_id!, rootObjectIds);
+  }
+
+  async process(request: ProcessRequest, signal?: AbortSignal): Promise<ProcessingOutcome> {
+    const outcome = emptyOutcome();
+    const clock = new StageClock();
+    const collection = await this.collection(request.organizationId, request.collectionId);
+
+    const records = await clock.time('fetch', () => this.fetch(collection, request, outcome));
+    outcome.source_documents_fetched = records.length;
+
+    const passing = clock.timeSync('filter', () => this.filter(collection, records));
+    outcome.documents_after_source_filter = passing.length;
+
+    const pending = new Map<string, PendingWrite>();
+    const failed = new Set<string>();
+    const missing = new Set<string>();
+    const submitted = new Set<string>();
+    for (const config of collection.feature_extractors) {
+      if (signal?.aborted) break;
+      const extractor = this.deps.plugins.extractors.get(config.feature_extractor_name);
+      if (!extractor) {
+        outcome.errors.push(
+          this.error('internal', `extractor '${config.feature_extractor_name}' is not registered in this deployment`, config.feature_extractor_name, 'extract', passing.map((r) => r.id)),
+        );
+        for (const r of passing) failed.add(r.id);
+        continue;
+      }
+      const started = Date.now();
+      const errorsBefore = outcome.errors.length;
+      let written = 0;
+      await this.forEach(passing, async (record) => {
+        if (failed.has(record.id) || signal?.aborted) return;
+        const mapped = mapInputs(extractor, record, config.input_mapping as Record<string, string> | undefined);
+        if (mapped.missing.length > 0) {
+          missing.add(record.id);
+          this.addError(outcome, 'missing_input', `missing required input ${mapped.missing.map((m) => `'${m}'`).join(', ')}`, extractor.name, 'extract', record.id);
+          return;
+        }
+        submitted.add(record.id);
+        const drafts = await clock.time(`extract:${extractor.name}`, () => this.extract(extractor, collection, record, config, mapped.fields, mapped.mimeType)).catch(
+          (err: unknown) => {
+            if (isDependencyFailure(err)) throw err;
+            failed.add(record.id);
+            const type = err instanceof InputError || err instanceof RequestValidationError || err instanceof NotFoundError ? 'validation' : 'extraction';
+            this.addError(outcome, type, messageOf(err), extractor.name, 'extract', record.id);
+            return undefined;
+          },
+        );
+        if (!drafts) return;
+        written += this.stage(pending, collection, config, extractor, record, drafts, request.processingTier);
+      });
+      outcome.extractors.push({
+        extractor_type: extractor.name,
+        documents_written: written,
+        duration_ms: Date.now() - started,
+        errors: outcome.errors.slice(errorsBefore),
+      });
+    }
+    outcome.documents_missing_input_fields = missing.size;
+    outcome.documents_submitted_to_engine = submitted.size;
+
+    const rows = await clock.time('write', () => this.write(collection, [...pending.values()], passing, failed));
+    outcome.documents_written = rows;
+    outcome.records_failed = new Set([...failed, ...missing, ...outcome.errors.filter((e) => e.stage === 'fetch').flatMap((e) => e.affected_document_ids)]).size;
+    outcome.stages = clock.samples();
+    await this.announceFailures(collection, outcome.errors);
+    return outcome;
+  }
+
+  async featureIndexes(organizationId: string, collectionId: string): Promise<Array<{ feature: string; index: string }>> {
+    const collection = await this.collection(organizationId, collectionId);
+    return this.featuresOf(collection).map((feature) => ({ feature, index: featureIndexName(collectionId, feature) }));
+  }
+
+  /** The output fields this collection's own extractors write vectors to (after output_mapping). */
+  private featuresOf(collection: CollectionRow): string[] {
+    return collection.feature_extractors.flatMap((config) => {
+      const extractor = this.deps.plugins.extractors.get(config.feature_extractor_name);
+      const mapping = config.output_mapping as Record<string, string> | undefined;
+      return (extractor?.features ?? []).map((f) => mapping?.[f.name] ?? f.name);
+    });
+  }
+
+  private async collection(organizationId: string, collectionId: string): Promise<CollectionRow> {
+    const row = await this.deps.collections.findById(organizationId, collectionId);
+    if (!row) throw new NotFoundError(`collection ${collectionId} no longer exists`, { collection_id: collectionId });
+    return row;
+  }
+
+  private async fetch(collection: CollectionRow, request: ProcessRequest, outcome: ProcessingOutcome): Promise<SourceRecord[]> {
+    const ids = request.recordIds;
+    let records: SourceRecord[];
+    if (collection.source.type === 'bucket') {
+      const objects = await this.deps.objects().find(request.organizationId, collection.source.bucket_id!, ids);
+      records = objects.map(recordFromObject);
+    } else {
+      const docs: DocumentRow[] = await this.deps.documents.findMany(request.organizationId, collection.source.collection_id!, ids);
+      records = docs.map(recordFromDocument);
+    }
+    const found = new Set(records.map((r) => r.id));
+    const gone = ids.filter((id) => !found.has(id));
+    if (gone.length > 0) {
+      outcome.errors.push(this.error('validation', `${gone.length} source record(s) no longer exist (deleted after the batch was submitted)`, null, 'fetch', gone));
+    }
+    const order = new Map(ids.map((id, i) => [id, i]));
+    return records.sort((a, b) => order.get(a.id)! - order.get(b.id)!);
+  }
+
+  private filter(collection: CollectionRow, records: SourceRecord[]): SourceRecord[] {
+    const prefix = collection.source.type === 'bucket' ? collection.source.prefix_key : undefined;
+    const filter = collection.source.filters ? parseFilter(collection.source.filters) : undefined;
+    return records.filter((r) => (!prefix || (r.key ?? '').startsWith(prefix)) && (!filter || matchesFilter(filter, r.filterView)));
+  }
+
+  private async extract(
+    extractor: ExtractorPlugin,
+    collection: CollectionRow,
+    record: SourceRecord,
+    config: ExtractorConfig,
+    fields: Record<string, unknown>,
+    mimeType: string,
+  ): Promise<DocumentDraft[]> {
+    const drafts: DocumentDraft[] = [];
+    const ctx = {
+      organizationId: collection.organization_id,
+      namespace: { id: collection.namespace_id, name: '' },
+      log: this.deps.log.child({ collection_id: collection.collection_id, record_id: record.id, extractor: extractor.name }),
+      inference: this.deps.inference(),
+      blobs: this.deps.blobs,
+      artifacts: BlobArtifactWriter.forRecord(this.deps.blobs, collection.organization_id, collection.collection_id, record.id),
+    };
+    const input = { objectId: record.rootObjectId, mimeType, fields, parameters: (config.parameters ?? {}) as Record<string, unknown> };
+    for await (const draft of extractor.extract(ctx, input)) drafts.push(draft);
+    return drafts;
+  }
+
+  /** Queues the drafts' documents; returns how many distinct documents they make. */
+  private stage(
+    pending: Map<string, PendingWrite>,
+    collection: CollectionRow,
+    config: ExtractorConfig,
+    extractor: ExtractorPlugin,
+    record: SourceRecord,
+    drafts: DocumentDraft[],
+    tier: number,
+  ): number {
+    const rename = (name: string) => (config.output_mapping as Record<string, string> | undefined)?.[name] ?? name;
+    const distance = new Map(extractor.features.map((f) => [f.name, f.distance]));
+    const enrich = config.document_output_handling === 'enrich';
+    let made = 0;
+    for (const draft of enrich ? drafts.slice(0, 1) : drafts) {
+      const sourceKey = enrich ? `${record.id}/enriched` : `${record.id}/${extractor.name}/${draft.key}`;
+      let entry = pending.get(sourceKey);
+      if (!entry) {
+        entry = {
+          write: {
+            organizationId: collection.organization_id,
+            namespaceId: collection.namespace_id,
+            collectionId: collection.collection_id,
+            sourceKey,
+            rootObjectId: record.rootObjectId,
+            sourceCollectionId: collection.source.type === 'collection' ? (collection.source.collection_id ?? null) : null,
+            sourceDocumentId: record.sourceDocumentId,
+            processingTier: tier,
+            fields: { ...record.inherited },
+            ownerPrincipal: record.ownerPrincipal,
+            grants: record.grants,
+          },
+          features: {},
+        };
+        pending.set(sourceKey, entry);
+        made += 1;
+      }
+      for (const [name, value] of Object.entries(draft.fields)) entry.write.fields[rename(name)] = value;
+      for (const [name, vector] of Object.entries(draft.features ?? {})) {
+        entry.features[rename(name)] = { vector: Array.from(vector), distance: distance.get(name) ?? 'cosine' };
+      }
+    }
+    return made;
+  }
+
+  private async write(collection: CollectionRow, pending: PendingWrite[], records: SourceRecord[], failed: Set<string>): Promise<number> {
+    const rows = await this.deps.documents.upsertMany(pending.map((p) => p.write));
+    const idByKey = new Map(rows.map((r) => [r.source_key, r]));
+    const byIndex = new Map<string, { spec: { dims: number; distance: 'cosine' | 'l2' | 'dot' }; records: VectorRecord[] }>();
+    for (const p of pending) {
+      const row = idByKey.get(p.write.sourceKey)!;
+      for (const [feature, { vector, distance }] of Object.entries(p.features)) {
+        const name = featureIndexName(collection.collection_id, feature);
+        const entry = byIndex.get(name) ?? { spec: { dims: vector.length, distance }, records: [] };
+        entry.records.push({ id: row.document_id, vector, payload: vectorPayload(row) });
+        byIndex.set(name, entry);
+      }
+    }
+    for (const [name, { spec, records: vectors }] of byIndex) {
+      if (!this.ensured.has(name)) {
+        await this.deps.vectors.ensureIndex({ name, ...spec });
+        this.ensured.add(name);
+      }
+      await this.deps.vectors.upsert(name, vectors);
+    }
+    if (collection.feature_extractors.some((c) => c.document_output_handling === 'replace')) {
+      await this.removeStale(collection, pending, records, failed);
+    }
+    return rows.length;
+  }
+
+  /** `replace`: documents a record produced before but not this time are removed, with their vectors. */
+  private async removeStale(collection: CollectionRow, pending: PendingWrite[], records: SourceRecord[], failed: Set<string>): Promise<void> {
+    const keep = pending.map((p) => p.write.sourceKey);
+    const features = this.featuresOf(collection);
+    for (const config of collection.feature_extractors.filter((c) => c.document_output_handling === 'replace')) {
+      for (const record of records) {
+        if (failed.has(record.id)) continue;
+        const prefix = `${record.id}/${config.feature_extractor_name}/`;
+        const removed = await this.deps.documents.deleteStale(collection.collection_id, prefix, keep.filter((k) => k.startsWith(prefix)));
+        if (removed.length === 0) continue;
+        for (const feature of features) {
+          const name = featureIndexName(collection.collection_id, feature);
+          if (this.ensured.has(name)) await this.deps.vectors.delete(name, removed);
+        }
+      }
+    }
+  }
+
+  /** Runs `work` over the records with bounded concurrency; the first thrown error stops the rest and is rethrown. */
+  private async forEach(records: SourceRecord[], work: (record: SourceRecord) => Promise<void>): Promise<void> {
+    let next = 0;
+    let failure: unknown;
+    const lane = async () => {
+      while (failure === undefined && next < records.length) {
+        const record = records[next++]!;
+        try {
+          await work(record);
+        } catch (err) {
+          failure ??= err;
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(this.deps.concurrency ?? 8, records.length) }, lane));
+    if (failure !== undefined) throw failure;
+  }
+
+  private addError(outcome: ProcessingOutcome, type: ProcessingError['error_type'], message: string, component: string | null, stage: ProcessingError['stage'], recordId: string): void {
+    const same = outcome.errors.find((e) => e.error_type === type && e.message === message && e.component === component && e.stage === stage);
+    if (same) {
+      same.affected_document_ids.push(recordId);
+      same.affected_count += 1;
+      return;
+    }
+    outcome.errors.push(this.error(type, message, component, stage, [recordId]));
+  }
+
+  private error(type: ProcessingError['error_type'], message: string, component: string | null, stage: ProcessingError['stage'], ids: string[]): ProcessingError {
+    return {
+      error_type: type,
+      message,
+      component,
+      stage,
+      traceback: null,
+      timestamp: new Date().toISOString(),
+      affected_document_ids: [...ids],
+      affected_count: ids.length,
+      recovery_suggestion: SUGGESTIONS[type],
+      metadata: {},
+    };
+  }
+
+  private async announceFailures(collection: CollectionRow, errors: ProcessingError[]): Promise<void> {
+    for (const error of errors.filter((e) => e.stage === 'extract')) {
+      await this.deps.events.publish({
+        type: 'extractor.failure',
+        organization_id: collection.organization_id,
+        data: {
+          collection_id: collection.collection_id,
+          namespace_id: collection.namespace_id,
+          extractor: error.component,
+          error_type: error.error_type,
+          message: error.message,
+          affected_document_ids: error.affected_document_ids.slice(0, 100),
+          affected_count: error.affected_count,
+        },
+      });
+    }
+  }
+}
+
+/** Scalar fields and lineage go beside each vector, so vector search can filter without a join. */
+function vectorPayload(row: DocumentRow): Record<string, unknown> {
+  const fields: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(row.fields)) {
+    if (value === null || typeof value === 'number' || typeof value === 'boolean' || (typeof value === 'string' && value.length <= 1024)) fields[name] = value;
+  }
+  return {
+    organization_id: row.organization_id,
+    namespace_id: row.namespace_id,
+    collection_id: row.collection_id,
+    document_id: row.document_id,
+    root_object_id: row.root_object_id,
+    source_document_id: row.source_document_id,
+    processing_tier: row.processing_tier,
+    owner_principal: row.owner_principal,
+    fields,
+  };
+}
+
+/** Failures that say nothing about the record: the task is retried instead of the record being marked failed. */
+function isDependencyFailure(err: unknown): boolean {
+  if (err instanceof ServiceUnavailableError) return true;
+  if (err instanceof ApiError) return false;
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|57P01|08006|08001|53300)$/.test(code);
+}
+
+function messageOf(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).slice(0, 2000);
+}
