@@ -35,6 +35,7 @@ const Collections = createToken<CollectionService>('collections.CollectionServic
 const Store = createToken<CollectionStore>('collections.CollectionStore');
 /** Where processing writes documents (batches) and the documents API reads them. */
 export const Documents = createToken<DocumentStore>('collections.DocumentStore');
+const Processor = createToken<DocumentProcessor>('collections.DocumentProcessor');
 
 function toDocument(row: DocumentRow): components['schemas']['Document'] {
   return {
@@ -101,8 +102,7 @@ export default defineResource({
     container.bind(Store).toConstantValue(store);
     const documents = new DocumentStore(services.get(DatabaseHandle).db);
     container.bind(Documents).toConstantValue(documents);
-    container.bind(CollectionProcessor).toConstantValue(
-      new DocumentProcessor({
+    const processor = new DocumentProcessor({
         db: services.get(DatabaseHandle).db,
         collections: store,
         documents,
@@ -113,8 +113,9 @@ export default defineResource({
         log: services.get(RootLogger).child({ component: 'processing' }),
         objects: () => services.get(ObjectCatalog),
         inference: () => services.get(Inference),
-      }),
-    );
+    });
+    container.bind(Processor).toConstantValue(processor);
+    container.bind(CollectionProcessor).toConstantValue(processor);
     container.bind(Collections).toConstantValue(
       new CollectionService(
         store,
@@ -173,6 +174,7 @@ export default defineResource({
       const row = await services
         .get(Collections)
         .delete(callerOf(ctx).organizationId, namespaceOf(ctx), params.collection_identifier, query.force ?? false);
+      await services.get(Processor).forgetCollection(row);
       return { status: 200, body: { collection_id: row.collection_id, collection_name: row.collection_name, deleted: true } };
     },
     listDocuments: async ({ params, query, ctx, services }) => {
@@ -216,6 +218,7 @@ export default defineResource({
       const collection = await collectionOf(ctx, services, params.collection_identifier);
       const row = await documentOf(ctx, services, collection, params.document_id);
       await services.get(Documents).delete(collection.collection_id, [row.document_id]);
+      await services.get(Processor).forgetDocuments(collection, [row.document_id]);
       return { status: 200, body: { document_id: row.document_id, deleted: true } };
     },
     deleteDocumentsByFilter: async ({ params, body, ctx, services }) => {
@@ -227,7 +230,9 @@ export default defineResource({
       if (!hasCondition(filter.root)) throw new InputError('filters must hold at least one condition');
       const documents = services.get(Documents);
       const ids = await documents.idsMatching(collection.organization_id, collection.collection_id, filter, callerOf(ctx).principalId);
-      return { status: 200, body: { deleted: await documents.delete(collection.collection_id, ids) } };
+      const deleted = await documents.delete(collection.collection_id, ids);
+      await services.get(Processor).forgetDocuments(collection, ids);
+      return { status: 200, body: { deleted } };
     },
     getDecompositionTree: async ({ params, ctx, services }) => {
       const caller = callerOf(ctx);

@@ -10,7 +10,7 @@
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
-import { BlobArtifactWriter } from '../../../../kernel/blobs/artifacts.js';
+import { BlobArtifactWriter, artifactPrefix } from '../../../../kernel/blobs/artifacts.js';
 import type { BlobStore } from '../../../../kernel/blobs/blob-store.js';
 import { ApiError, InputError, NotFoundError, RequestValidationError, ServiceUnavailableError } from '../../../../kernel/errors.js';
 import type { EventBus } from '../../../../kernel/events/event-bus.js';
@@ -158,6 +158,24 @@ export class DocumentProcessor implements CollectionProcessor {
   async featureIndexes(organizationId: string, collectionId: string): Promise<Array<{ feature: string; index: string }>> {
     const collection = await this.collection(organizationId, collectionId);
     return this.featuresOf(collection).map((feature) => ({ feature, index: featureIndexName(collectionId, feature) }));
+  }
+
+  /** Removes deleted documents' vectors from every feature index of their collection. */
+  async forgetDocuments(collection: CollectionRow, documentIds: readonly string[]): Promise<void> {
+    if (documentIds.length === 0) return;
+    for (const feature of this.featuresOf(collection)) {
+      await this.deps.vectors.delete(featureIndexName(collection.collection_id, feature), [...documentIds]);
+    }
+  }
+
+  /** A deleted collection's vector indexes and derived files (its documents go with its row). */
+  async forgetCollection(collection: CollectionRow): Promise<void> {
+    for (const feature of this.featuresOf(collection)) {
+      const name = featureIndexName(collection.collection_id, feature);
+      await this.deps.vectors.dropIndex(name);
+      this.ensured.delete(name);
+    }
+    await this.deps.blobs.deletePrefix(artifactPrefix(collection.organization_id, collection.collection_id));
   }
 
   /** The output fields this collection's own extractors write vectors to (after output_mapping). */

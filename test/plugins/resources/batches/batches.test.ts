@@ -274,4 +274,18 @@ describe('batches', () => {
     expect(submit.status).toBe(409);
     expect(submit.body.message ?? submit.body.error?.message).toMatch(/No enabled collection reads this bucket/);
   });
+
+  it("removes vectors with their documents, and a collection's indexes with the collection", async () => {
+    const vectors = t.kernel.services.get(VectorIndex);
+    const index = featureIndexName(chunks.collection_id, 'text_embedding');
+    const before = await vectors.count(index);
+    const docs = await api('POST', '/v1/collections/chunks/documents/list', { limit: 1 });
+    const id = docs.body.results[0].document_id;
+    expect((await api('DELETE', `/v1/collections/chunks/documents/${id}`)).status).toBe(200);
+    expect(await vectors.count(index)).toBe(before - 1);
+    expect(await vectors.get(index, [id])).toEqual([]);
+    expect((await api('DELETE', '/v1/collections/summaries')).status).toBe(200);
+    expect((await api('DELETE', '/v1/collections/chunks')).status).toBe(200);
+    await expect(vectors.count(index)).rejects.toThrow();
+  });
 });
