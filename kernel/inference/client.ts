@@ -31,6 +31,7 @@ import {
   type RerankResponse,
 } from '../../generated/proto/tessera/inference/v1/inference.js';
 import { InputError, NotFoundError, ServiceUnavailableError } from '../errors.js';
+import { Coalescer } from './coalesce.js';
 import type { ModelTask } from '../plugins.js';
 import type { OcrBox } from './model-io.js';
 import { DEFAULT_MAX_MESSAGE_BYTES } from './worker.js';
@@ -195,6 +196,10 @@ export class InferenceClient {
   private readonly maxMessageBytes: number;
   private readonly log: Logger | undefined;
   private closed = false;
+  /** Small concurrent calls per model, sent as one request (see coalesce.ts). */
+  private readonly textCalls: Coalescer<string, number[]>;
+  private readonly imageCalls: Coalescer<Uint8Array, EmbeddingResult>;
+  private readonly ocrCalls: Coalescer<Uint8Array, OcrResultOutput>;
 
   constructor(options: InferenceClientOptions) {
     this.timeoutMs = options.timeoutMs ?? 60_000;
@@ -208,6 +213,10 @@ export class InferenceClient {
     this.concurrency = options.concurrency;
     this.log = options.log;
     this.setAddresses(options.addresses);
+    const blamesInput = (err: unknown) => err instanceof InputError;
+    this.textCalls = new Coalescer((model, texts) => this.sendTexts(model, texts), this.maxBatch, blamesInput);
+    this.imageCalls = new Coalescer((model, images) => this.sendImages(model, images), Math.max(1, Math.floor(this.maxBatch / 4)), blamesInput);
+    this.ocrCalls = new Coalescer((model, images) => this.sendOcr(model, images), Math.max(1, Math.floor(this.maxBatch / 8)), blamesInput);
   }
 
   /** The addresses calls go to now. */
@@ -231,7 +240,23 @@ export class InferenceClient {
     this.channels = [];
   }
 
+  /**
+   * Calls with a few inputs and no overrides are coalesced with other callers' (one request per model
+   * and turn of the event loop); large calls are split into batches and spread over the workers.
+   */
   async embedText(model: string, texts: readonly string[], overrides?: CallOverrides): Promise<number[][]> {
+    if (!overrides && texts.length < this.maxBatch && this.coalescible(texts, (t) => Buffer.byteLength(t))) {
+      return this.textCalls.submit(model, texts);
+    }
+    return this.sendTexts(model, texts, overrides);
+  }
+
+  async embedImage(model: string, images: readonly Uint8Array[], overrides?: CallOverrides): Promise<EmbeddingResult[]> {
+    if (!overrides && images.length === 1 && this.coalescible(images, (i) => i.byteLength)) return this.imageCalls.submit(model, images);
+    return this.sendImages(model, images, overrides);
+  }
+
+  private async sendTexts(model: string, texts: readonly string[], overrides?: CallOverrides): Promise<number[][]> {
     const results = await this.batched(texts, (t) => Buffer.byteLength(t), async (chunk) => {
       const response = await this.invoke('embedText', { model, texts: chunk }, overrides);
       return this.embeddings(response, chunk.length);
@@ -239,11 +264,18 @@ export class InferenceClient {
     return results.map((r) => r.vector);
   }
 
-  async embedImage(model: string, images: readonly Uint8Array[], overrides?: CallOverrides): Promise<EmbeddingResult[]> {
+  private async sendImages(model: string, images: readonly Uint8Array[], overrides?: CallOverrides): Promise<EmbeddingResult[]> {
     return this.batched(images, (i) => i.byteLength, async (chunk) => {
       const request = { model, images: chunk.map((i) => (Buffer.isBuffer(i) ? i : Buffer.from(i.buffer, i.byteOffset, i.byteLength))) };
       return this.embeddings(await this.invoke('embedImage', request, overrides), chunk.length);
     });
+  }
+
+  /** Small enough to share a request with others (large payloads go alone, split by the byte budget). */
+  private coalescible<T>(items: readonly T[], sizeOf: (item: T) => number): boolean {
+    let bytes = 0;
+    for (const item of items) bytes += sizeOf(item);
+    return bytes <= this.maxBatchBytes / 16;
   }
 
   async embedAudio(model: string, clips: readonly AudioClip[], overrides?: CallOverrides): Promise<EmbeddingResult[]> {
@@ -254,6 +286,11 @@ export class InferenceClient {
   }
 
   async ocr(model: string, images: readonly Uint8Array[], overrides?: CallOverrides): Promise<OcrResultOutput[]> {
+    if (!overrides && images.length === 1 && this.coalescible(images, (i) => i.byteLength)) return this.ocrCalls.submit(model, images);
+    return this.sendOcr(model, images, overrides);
+  }
+
+  private async sendOcr(model: string, images: readonly Uint8Array[], overrides?: CallOverrides): Promise<OcrResultOutput[]> {
     return this.batched(images, (i) => i.byteLength, async (chunk) => {
       const request = { model, images: chunk.map((i) => (Buffer.isBuffer(i) ? i : Buffer.from(i.buffer, i.byteOffset, i.byteLength))) };
       const response = await this.invoke('ocr', request, overrides);
