@@ -94,9 +94,16 @@ export function defineStage<P = Record<string, unknown>>(definition: Omit<StageP
 
 export interface FeatureSpec {
   name: string;
+  /** Size with the default model; see `modelParameter`. */
   dims: number;
   distance: 'cosine' | 'l2' | 'dot';
+  /** The default model. */
   model: string;
+  /**
+   * The extractor parameter that picks the model computing this feature, when users may choose one (e.g.
+   * an ONNX model from TESSERA_MODEL_DIR): the collection then records that model and its dims.
+   */
+  modelParameter?: string;
 }
 
 export interface DocumentDraft {

@@ -4,11 +4,14 @@ import auditLog from './resources/audit-log/index.js';
 import batches from './resources/batches/index.js';
 import buckets from './resources/buckets/index.js';
 import collections from './resources/collections/index.js';
+import audioExtractor from './extractors/audio_extractor/index.js';
 import passthroughExtractor from './extractors/passthrough_extractor/index.js';
 import textExtractor from './extractors/text_extractor/index.js';
+import videoExtractor from './extractors/video_extractor/index.js';
 import hashedNgramText from './models/hashed-ngram-text/index.js';
 import imageDescriptor from './models/image-descriptor/index.js';
 import logMelAudio from './models/log-mel-audio/index.js';
+import onnxModels from './models/onnx/index.js';
 import health from './resources/health/index.js';
 import namespaces from './resources/namespaces/index.js';
 import storage from './resources/storage/index.js';
@@ -28,7 +31,11 @@ export default [
   batches,
   passthroughExtractor,
   textExtractor,
+  audioExtractor,
+  videoExtractor,
   hashedNgramText,
   imageDescriptor,
   logMelAudio,
+  // One model per folder of TESSERA_MODEL_DIR (none when it is unset).
+  ...onnxModels,
 ];

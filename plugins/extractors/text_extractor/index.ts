@@ -24,14 +24,10 @@ async function embed(ctx: ExtractorContext, model: string, chunks: readonly Chun
   if (vectors.length !== chunks.length) {
     throw new Error(`text_extractor: model ${model} returned ${vectors.length} vectors for ${chunks.length} texts`);
   }
-  for (const vector of vectors) {
-    // The feature is declared 384-d; a model of another size would write vectors the index cannot hold.
-    if (vector.length !== TEXT_EMBEDDING_DIMS) {
-      throw new InputError(`text_extractor: model '${model}' gives ${vector.length}-d vectors; text_embedding needs ${TEXT_EMBEDDING_DIMS}`, {
-        model,
-        dims: vector.length,
-      });
-    }
+  // The collection sized its index from the model's declared dims; a model breaking them is refused here.
+  const dims = vectors[0]?.length ?? 0;
+  if (dims === 0 || vectors.some((v) => v.length !== dims)) {
+    throw new InputError(`text_extractor: model '${model}' returned vectors of differing or zero size`, { model });
   }
   return vectors;
 }
@@ -52,7 +48,7 @@ export default defineExtractor({
     },
   ],
   parameters: parametersSchema,
-  features: [{ name: 'text_embedding', dims: TEXT_EMBEDDING_DIMS, distance: 'cosine', model: 'hashed-ngram-text' }],
+  features: [{ name: 'text_embedding', dims: TEXT_EMBEDDING_DIMS, distance: 'cosine', model: 'hashed-ngram-text', modelParameter: 'model' }],
   fields: {
     type: 'object',
     additionalProperties: false,

@@ -74,7 +74,7 @@ export const parametersSchema: JsonSchema = {
       minLength: 1,
       maxLength: 200,
       default: DEFAULT_MODEL,
-      description: 'Text embedding model served by the inference workers; must give 384-dimensional vectors.',
+      description: 'Text embedding model served by the inference workers (an embed_text model, e.g. an ONNX model from TESSERA_MODEL_DIR); the feature takes its dimensions.',
     },
     max_chars: {
       type: 'integer',

@@ -218,6 +218,17 @@ export class CollectionService {
           problems.push({ loc: [...at, 'parameters', ...path], msg: e.message ?? 'invalid', type: e.keyword });
         }
       }
+      for (const feature of extractor.features) {
+        if (!feature.modelParameter) continue;
+        const model = parameters[feature.modelParameter];
+        if (typeof model === 'string' && !this.plugins.models.has(model)) {
+          problems.push({
+            loc: [...at, 'parameters', feature.modelParameter],
+            msg: `unknown model; served models: ${[...this.plugins.models.keys()].join(', ') || 'none'}`,
+            type: 'unknown_model',
+          });
+        }
+      }
       const inputs = new Set(extractor.inputs.map((input) => input.name));
       for (const name of Object.keys(config.input_mapping ?? {})) {
         if (!inputs.has(name)) problems.push({ loc: [...at, 'input_mapping', name], msg: `not an input of ${extractor.name}`, type: 'unknown_input' });
@@ -261,10 +272,13 @@ export class CollectionService {
       const rename = (name: string) => config.output_mapping?.[name] ?? name;
       for (const [name, schema] of Object.entries(schemaProperties(extractor.fields))) properties[rename(name)] = schema;
       for (const feature of extractor.features) {
+        const chosen = feature.modelParameter ? (config.parameters as Record<string, unknown>)[feature.modelParameter] : undefined;
+        const model = typeof chosen === 'string' ? chosen : feature.model;
+        const dims = model === feature.model ? feature.dims : (this.plugins.models.get(model)?.dims ?? feature.dims);
         properties[rename(feature.name)] = {
           type: 'array',
           items: { type: 'number' },
-          'x-feature': { dims: feature.dims, distance: feature.distance, model: feature.model, uri: featureUri(extractor, feature.name) },
+          'x-feature': { dims, distance: feature.distance, model, uri: featureUri(extractor, feature.name) },
         };
       }
     }

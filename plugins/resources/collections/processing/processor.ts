@@ -16,7 +16,7 @@ import { ApiError, InputError, NotFoundError, RequestValidationError, ServiceUna
 import type { EventBus } from '../../../../kernel/events/event-bus.js';
 import { matchesFilter, parseFilter } from '../../../../kernel/filters/filter.js';
 import type { InferenceClient } from '../../../../kernel/inference/client.js';
-import type { DocumentDraft, ExtractorPlugin, PluginRegistry } from '../../../../kernel/plugins.js';
+import type { DocumentDraft, ExtractorContext, ExtractorPlugin, PluginRegistry } from '../../../../kernel/plugins.js';
 import {
   emptyOutcome,
   type CollectionProcessor,
@@ -227,10 +227,15 @@ export class DocumentProcessor implements CollectionProcessor {
     mimeType: string,
   ): Promise<DocumentDraft[]> {
     const drafts: DocumentDraft[] = [];
-    const ctx = {
+    const parentLog = this.deps.log;
+    let childLog: Logger | undefined;
+    const ctx: ExtractorContext = {
       organizationId: collection.organization_id,
       namespace: { id: collection.namespace_id, name: '' },
-      log: this.deps.log.child({ collection_id: collection.collection_id, record_id: record.id, extractor: extractor.name }),
+      // A child logger per record costs more than small extractions do: made only if the extractor logs.
+      get log() {
+        return (childLog ??= parentLog.child({ collection_id: collection.collection_id, record_id: record.id, extractor: extractor.name }));
+      },
       inference: this.deps.inference(),
       blobs: this.deps.blobs,
       artifacts: BlobArtifactWriter.forRecord(this.deps.blobs, collection.organization_id, collection.collection_id, record.id),
@@ -343,7 +348,7 @@ export class DocumentProcessor implements CollectionProcessor {
         }
       }
     };
-    await Promise.all(Array.from({ length: Math.min(this.deps.concurrency ?? 8, records.length) }, lane));
+    await Promise.all(Array.from({ length: Math.min(this.deps.concurrency ?? 32, records.length) }, lane));
     if (failure !== undefined) throw failure;
   }
 
