@@ -104,6 +104,11 @@ export interface FeatureSpec {
    * an ONNX model from TESSERA_MODEL_DIR): the collection then records that model and its dims.
    */
   modelParameter?: string;
+  /**
+   * Present only on documents that have it (e.g. the embedding of text read off an image that has text):
+   * never a made-up vector. Required features are on every document.
+   */
+  optional?: boolean;
 }
 
 export interface DocumentDraft {

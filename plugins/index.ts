@@ -5,13 +5,16 @@ import batches from './resources/batches/index.js';
 import buckets from './resources/buckets/index.js';
 import collections from './resources/collections/index.js';
 import audioExtractor from './extractors/audio_extractor/index.js';
+import imageExtractor from './extractors/image_extractor/index.js';
 import passthroughExtractor from './extractors/passthrough_extractor/index.js';
+import pdfExtractor from './extractors/pdf_extractor/index.js';
 import textExtractor from './extractors/text_extractor/index.js';
 import videoExtractor from './extractors/video_extractor/index.js';
 import hashedNgramText from './models/hashed-ngram-text/index.js';
 import imageDescriptor from './models/image-descriptor/index.js';
 import logMelAudio from './models/log-mel-audio/index.js';
 import onnxModels from './models/onnx/index.js';
+import paddleOcr from './models/paddle-ocr/index.js';
 import health from './resources/health/index.js';
 import namespaces from './resources/namespaces/index.js';
 import storage from './resources/storage/index.js';
@@ -33,9 +36,12 @@ export default [
   textExtractor,
   audioExtractor,
   videoExtractor,
+  imageExtractor,
+  pdfExtractor,
   hashedNgramText,
   imageDescriptor,
   logMelAudio,
+  paddleOcr,
   // One model per folder of TESSERA_MODEL_DIR (none when it is unset).
   ...onnxModels,
 ];

@@ -165,11 +165,13 @@ export function runExtractorContract(extractor: ExtractorPlugin, options: Extrac
       }
     });
 
-    it('yields exactly the declared features, each of the declared size with finite numbers', () => {
+    it('yields every required feature and only declared ones, each of the declared size with finite numbers', () => {
       const declared = new Map(extractor.features.map((f) => [f.name, f]));
       for (const draft of firstRun.flat()) {
         const features = draft.features ?? {};
-        expect(Object.keys(features).sort(), draft.key).toEqual([...declared.keys()].sort());
+        const required = [...declared.values()].filter((f) => !f.optional).map((f) => f.name);
+        for (const name of required) expect(features, `${draft.key} lacks required feature ${name}`).toHaveProperty(name);
+        for (const name of Object.keys(features)) expect(declared.has(name), `${draft.key}.${name} is not a declared feature`).toBe(true);
         for (const [name, vector] of Object.entries(features)) {
           expect(Array.isArray(vector), `${draft.key}.${name} is not an array`).toBe(true);
           expect(vector, `${draft.key}.${name}`).toHaveLength(declared.get(name)!.dims);

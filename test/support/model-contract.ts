@@ -14,8 +14,8 @@ import { PluginRegistry, type ModelPlugin, type ModelTask } from '../../kernel/p
 export interface ModelContractOptions<I, O> {
   /** At least two inputs with different expected outputs; include the edge cases (empty, tiny, ...). */
   sampleInputs: readonly I[];
-  /** Length of every output vector; must equal the model's declared `dims`. */
-  expectDims: number;
+  /** Length of every output vector; must equal the model's declared `dims` (embedding models only). */
+  expectDims?: number;
   /** Makes a fresh, independent instance, for determinism across instances (recommended). */
   create?: () => ModelPlugin<I, O>;
   /** Where the vector is in an output. Default: the output itself if it is an array/typed array, else `.vector`. */
@@ -25,6 +25,8 @@ export interface ModelContractOptions<I, O> {
 }
 
 const TASKS: readonly ModelTask[] = ['embed_text', 'embed_image', 'embed_audio', 'rerank', 'ocr', 'transcribe'];
+/** Tasks whose outputs are vectors of `dims` numbers. */
+const VECTOR_TASKS: ReadonlySet<ModelTask> = new Set(['embed_text', 'embed_image', 'embed_audio']);
 
 function defaultVectorOf(output: unknown): ArrayLike<number> {
   if (Array.isArray(output) || output instanceof Float32Array || output instanceof Float64Array) return output as ArrayLike<number>;
@@ -47,7 +49,12 @@ export function runModelContract<I, O>(model: ModelPlugin<I, O>, options: ModelC
     it('is a well-formed model that a PluginRegistry accepts', () => {
       expect(model.kind).toBe('model');
       expect(TASKS).toContain(model.task);
-      expect(model.dims).toBe(expectDims);
+      if (VECTOR_TASKS.has(model.task)) {
+        expect(Number.isInteger(expectDims)).toBe(true);
+        expect(model.dims).toBe(expectDims);
+      } else {
+        expect(model.dims).toBeUndefined();
+      }
       const registry = new PluginRegistry();
       expect(() => registry.add(model, 'contract')).not.toThrow();
       expect(registry.models.get(model.name)).toBe(model);
@@ -78,12 +85,28 @@ export function runModelContract<I, O>(model: ModelPlugin<I, O>, options: ModelC
       }
     });
 
-    it(`gives ${expectDims}-d finite, L2-normalised vectors that tell the sample inputs apart`, async () => {
+    it.runIf(model.task === 'ocr')('gives text, and boxes with finite positions, that tell the sample inputs apart', async () => {
+      await model.load();
+      const outputs = (await model.infer([...sampleInputs])) as unknown[];
+      for (const output of outputs) {
+        if (typeof output === 'string') continue;
+        const { text, boxes } = output as { text: unknown; boxes?: unknown };
+        expect(typeof text).toBe('string');
+        for (const box of (boxes ?? []) as Array<Record<string, unknown>>) {
+          for (const key of ['x', 'y', 'width', 'height', 'confidence']) expect(Number.isFinite(box[key])).toBe(true);
+          expect(typeof box.text).toBe('string');
+        }
+      }
+      const texts = outputs.map((o) => (typeof o === 'string' ? o : (o as { text: string }).text));
+      expect(new Set(texts).size).toBeGreaterThan(1);
+    });
+
+    it.runIf(VECTOR_TASKS.has(model.task))(`gives ${expectDims}-d finite, L2-normalised vectors that tell the sample inputs apart`, async () => {
       await model.load();
       const outputs = await model.infer([...sampleInputs]);
       const vectors = outputs.map((o) => Array.from(vectorOf(o)));
       for (const v of vectors) {
-        expect(v).toHaveLength(expectDims);
+        expect(v).toHaveLength(expectDims ?? -1);
         expect(v.every((x) => typeof x === 'number' && Number.isFinite(x))).toBe(true);
         expect(Math.abs(norm(v) - 1)).toBeLessThan(tolerance);
       }
