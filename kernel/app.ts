@@ -35,6 +35,7 @@ import * as T from './tokens.js';
 import { ResourceIdentifiers as ResourceIdentifiersService } from './auth/resource-identifiers.js';
 import { ReferenceRegistry as ReferenceRegistryService } from './references.js';
 import { DatabaseTaskQueue, taskMigrations } from './tasks/task-queue.js';
+import { NatsTaskQueue } from './tasks/nats-task-queue.js';
 import { createBlobStore } from './blobs/index.js';
 import { signingSecret } from './secrets.js';
 import { chooseEngine, createVectorIndex } from './vectors/index.js';
@@ -199,7 +200,13 @@ async function assembleCore(
   container.bind(T.RequestLog).toConstantValue(requestLog);
   container.bind(T.ResourceIdentifiers).toConstantValue(new ResourceIdentifiersService());
   container.bind(T.ReferenceRegistry).toConstantValue(new ReferenceRegistryService());
-  container.bind(T.TaskQueue).toConstantValue(new DatabaseTaskQueue(db, clock, log.child({ component: 'tasks' })));
+  // Tasks travel through a JetStream work queue when NATS is configured; the table stays their record either way.
+  const tasks = config.natsUrl
+    ? await NatsTaskQueue.create({ db, clock, log: log.child({ component: 'tasks' }), nats: config.natsUrl, prefix: config.natsPrefix })
+    : new DatabaseTaskQueue(db, clock, log.child({ component: 'tasks' }));
+  // Also reached without serve() (operator commands): stop() is idempotent and closes the NATS connection.
+  lifecycle.onShutdown('task queue', () => tasks.stop());
+  container.bind(T.TaskQueue).toConstantValue(tasks);
 
   const services = T.servicesOf(container);
   for (const resource of registry.resources) resource.services?.(container, services);

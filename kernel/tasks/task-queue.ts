@@ -1,14 +1,15 @@
 /**
  * Background work that must not be lost: async upload confirmation, cleanup, batch tiers. Every task is a
- * row in the database (the source of truth for its status); the runner claims due tasks with
- * `FOR UPDATE SKIP LOCKED` and a lease, so a crashed worker's task is picked up again when its lease
- * ends, and several processes can run tasks from one database.
+ * row in the database (the source of truth for its status). Two transports bring tasks to workers: this
+ * file's DatabaseTaskQueue, which claims due tasks with `FOR UPDATE SKIP LOCKED` and a lease (a crashed
+ * worker's task is picked up again when its lease ends, and several processes can run tasks from one
+ * database), and NatsTaskQueue (nats-task-queue.ts), which delivers them through a JetStream work queue.
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import type { Migration } from '../db/migrations.js';
-import { newId } from '../ids.js';
+import { defaultRetryDelayMs, TaskStore } from './task-store.js';
 
 export type TaskStatus = 'PENDING' | 'RUNNING' | 'COMPLETED' | 'FAILED' | 'DEAD';
 
@@ -83,6 +84,18 @@ export const taskMigrations: Migration[] = [
       );
     },
   },
+  {
+    // The NATS transport's outbox: which tasks JetStream holds a message for, and which dead letters are out.
+    name: '0002_tasks_delivery',
+    async up(db) {
+      await db.schema.alterTable('tasks', (t) => {
+        t.timestamp('published_at', { useTz: true });
+        t.integer('publication').notNullable().defaultTo(0);
+        t.timestamp('dead_lettered_at', { useTz: true });
+      });
+      await db.raw("create index tasks_outbox on tasks (run_at) where published_at is null and status in ('PENDING', 'RUNNING')");
+    },
+  },
 ];
 
 export interface TaskRunnerOptions {
@@ -94,17 +107,20 @@ export interface TaskRunnerOptions {
 
 export class DatabaseTaskQueue implements TaskQueue {
   private readonly handlers = new Map<string, TaskHandler>();
+  private readonly store: TaskStore;
   private timer: NodeJS.Timeout | undefined;
   private running = 0;
   private stopped = true;
   private readonly inFlight = new Set<Promise<void>>();
 
   constructor(
-    private readonly db: Knex,
-    private readonly clock: Clock,
+    db: Knex,
+    clock: Clock,
     private readonly log: Logger,
     private readonly options: TaskRunnerOptions = { leaseMs: 60_000, pollMs: 500, concurrency: 2 },
-  ) {}
+  ) {
+    this.store = new TaskStore(db, clock);
+  }
 
   register(type: string, handler: TaskHandler): void {
     if (this.handlers.has(type)) throw new Error(`task type '${type}' has two handlers`);
@@ -112,35 +128,13 @@ export class DatabaseTaskQueue implements TaskQueue {
   }
 
   async enqueue(type: string, payload: Record<string, unknown>, options: EnqueueOptions = {}): Promise<TaskRow> {
-    const now = this.clock.now();
-    const db = options.transaction ?? this.db;
-    if (options.dedupeKey) {
-      const live = await db<TaskRow>('tasks').where({ dedupe_key: options.dedupeKey }).whereIn('status', ['PENDING', 'RUNNING']).first();
-      if (live) return live;
-    }
-    const row = {
-      task_id: newId('task'),
-      organization_id: options.organizationId ?? null,
-      type,
-      payload: JSON.stringify(payload),
-      status: 'PENDING',
-      attempts: 0,
-      max_attempts: options.maxAttempts ?? 5,
-      run_at: new Date(now.getTime() + (options.delayMs ?? 0)),
-      locked_until: null,
-      last_error: null,
-      result: null,
-      dedupe_key: options.dedupeKey ?? null,
-      created_at: now,
-      updated_at: now,
-    };
-    await db('tasks').insert(row);
+    const { task } = await this.store.insert(type, payload, options);
     this.wake();
-    return (await db<TaskRow>('tasks').where({ task_id: row.task_id }).first())!;
+    return task;
   }
 
   get(taskId: string): Promise<TaskRow | undefined> {
-    return this.db<TaskRow>('tasks').where({ task_id: taskId }).first();
+    return this.store.get(taskId);
   }
 
   start(): void {
@@ -195,23 +189,8 @@ export class DatabaseTaskQueue implements TaskQueue {
   }
 
   /** Takes one due task (pending, or running with an expired lease) whose type this process handles. */
-  private async claim(): Promise<TaskRow | undefined> {
-    if (this.handlers.size === 0) return undefined;
-    const now = this.clock.now();
-    const leaseEnd = new Date(now.getTime() + this.options.leaseMs);
-    const types = [...this.handlers.keys()];
-    const rows = (await this.db.raw(
-      `update tasks set status = 'RUNNING', attempts = attempts + 1, locked_until = ?, updated_at = ?
-       where task_id = (
-         select task_id from tasks
-         where type = any(?) and ((status = 'PENDING' and run_at <= ?) or (status = 'RUNNING' and locked_until < ?))
-         order by run_at
-         for update skip locked
-         limit 1)
-       returning *`,
-      [leaseEnd, now, types, now, now],
-    )) as { rows: TaskRow[] };
-    return rows.rows[0];
+  private claim(): Promise<TaskRow | undefined> {
+    return this.store.claimDue([...this.handlers.keys()], this.options.leaseMs);
   }
 
   private async execute(task: TaskRow): Promise<void> {
@@ -219,23 +198,12 @@ export class DatabaseTaskQueue implements TaskQueue {
     const log = this.log.child({ task_id: task.task_id, task_type: task.type });
     try {
       const result = await handler({ task, log });
-      await this.db('tasks')
-        .where({ task_id: task.task_id })
-        .update({ status: 'COMPLETED', result: JSON.stringify(result ?? {}), locked_until: null, last_error: null, updated_at: this.clock.now() });
+      await this.store.complete(task, result ?? {});
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       const dead = task.attempts >= task.max_attempts;
-      const backoffMs = Math.min(60_000, 1000 * 2 ** (task.attempts - 1));
       log.warn({ err, attempts: task.attempts, dead }, 'task failed');
-      await this.db('tasks')
-        .where({ task_id: task.task_id })
-        .update({
-          status: dead ? 'DEAD' : 'PENDING',
-          last_error: message.slice(0, 2000),
-          locked_until: null,
-          run_at: new Date(this.clock.now().getTime() + backoffMs),
-          updated_at: this.clock.now(),
-        });
+      await this.store.fail(task, message, defaultRetryDelayMs(task.attempts));
     }
   }
 }

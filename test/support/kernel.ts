@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { inject } from 'vitest';
 import pg from 'pg';
+import { deleteTaskStream } from '../../kernel/tasks/jetstream.js';
 import type { Logger } from 'pino';
 import { startKernel, type Kernel } from '../../kernel/app.js';
 import { loadConfig, type Config } from '../../kernel/config.js';
@@ -104,6 +105,7 @@ export async function startTestKernel(options: TestKernelOptions = {}): Promise<
     config.natsUrl = process.env.NATS_URL;
     config.natsPrefix = `t${randomBytes(5).toString('hex')}`;
     cleanups.push(() => NatsEventBus.deleteStream(config.natsUrl!, config.natsPrefix));
+    cleanups.push(() => deleteTaskStream(config.natsUrl!, config.natsPrefix));
   }
   const captured = capturingLogger(config.logLevel);
   const template = inject('pgliteTemplate');
