@@ -202,8 +202,22 @@ async function assembleCore(
   container.bind(T.ReferenceRegistry).toConstantValue(new ReferenceRegistryService());
   // Tasks travel through a JetStream work queue when NATS is configured; the table stays their record either way.
   const tasks = config.natsUrl
-    ? await NatsTaskQueue.create({ db, clock, log: log.child({ component: 'tasks' }), nats: config.natsUrl, prefix: config.natsPrefix })
-    : new DatabaseTaskQueue(db, clock, log.child({ component: 'tasks' }));
+    ? await NatsTaskQueue.create({
+        db,
+        clock,
+        log: log.child({ component: 'tasks' }),
+        nats: config.natsUrl,
+        prefix: config.natsPrefix,
+        leaseMs: config.taskLeaseMs,
+        concurrency: config.taskConcurrency,
+      })
+    : new DatabaseTaskQueue(db, clock, log.child({ component: 'tasks' }), {
+        leaseMs: config.taskLeaseMs,
+        pollMs: 500,
+        concurrency: config.taskConcurrency,
+        // PGlite serves one process: whatever it finds RUNNING at start was left by a process that died.
+        soleRunner: !config.databaseUrl,
+      });
   // Also reached without serve() (operator commands): stop() is idempotent and closes the NATS connection.
   lifecycle.onShutdown('task queue', () => tasks.stop());
   container.bind(T.TaskQueue).toConstantValue(tasks);
@@ -252,8 +266,7 @@ async function serve(core: Core, options: KernelOptions): Promise<Kernel> {
     await keyStore.flushLastUsed();
   });
 
-  const pluginContext: PluginContext = { container, services, config, log, lifecycle, events };
-  for (const resource of registry.resources) await resource.setup?.({ ...pluginContext, log: log.child({ plugin: resource.name }) });
+  await setupPlugins(core, config);
 
   const handlers = collectHandlers(registry.resources);
   const authorizer = new Authorizer(T.tryResolve(container, T.NamespaceResolver), services.get(T.ResourceIdentifiers));
@@ -275,9 +288,11 @@ async function serve(core: Core, options: KernelOptions): Promise<Kernel> {
   await startInference(core, options);
 
   // Background tasks stop after the HTTP server has drained (shutdown hooks run in reverse).
-  const tasks = services.get(T.TaskQueue);
-  tasks.start();
-  lifecycle.onShutdown('task runner', () => tasks.stop());
+  if (config.runTasks) {
+    const tasks = services.get(T.TaskQueue);
+    tasks.start();
+    lifecycle.onShutdown('task runner', () => tasks.stop());
+  }
 
   await lifecycle.start();
   const server = await listen(app, config.port, config.host);
@@ -296,6 +311,36 @@ async function serve(core: Core, options: KernelOptions): Promise<Kernel> {
     bootstrap,
     stop: () => lifecycle.stop(),
   };
+}
+
+/** Runs every resource plugin's setup (task handlers, subscriptions, timers). */
+async function setupPlugins(core: Core, config: ConfigShape): Promise<void> {
+  const { container, services, lifecycle, log, registry } = core;
+  const pluginContext: PluginContext = { container, services, config, log, lifecycle, events: services.get(T.EventBus) };
+  for (const resource of registry.resources) await resource.setup?.({ ...pluginContext, log: log.child({ plugin: resource.name }) });
+}
+
+/** A task consumer without HTTP (`tessera worker`): scales batch processing out beside the API processes. */
+export interface Worker {
+  services: T.Services;
+  stop(): Promise<void>;
+}
+
+export async function startWorker(options: KernelOptions): Promise<Worker> {
+  const core = await openCore(options);
+  try {
+    await setupPlugins(core, options.config);
+    await startInference(core, options);
+    const tasks = core.services.get(T.TaskQueue);
+    tasks.start();
+    core.lifecycle.onShutdown('task runner', () => tasks.stop());
+    await core.lifecycle.start();
+    core.log.info('worker running tasks');
+    return { services: core.services, stop: () => core.lifecycle.stop() };
+  } catch (err) {
+    await core.lifecycle.stop();
+    throw err;
+  }
 }
 
 /**

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
 import { createTesseraClient, type TesseraClient } from '../generated/client.js';
 import { loadConfig } from './config.js';
-import { openKernelCore, startKernel } from './app.js';
+import { openKernelCore, startKernel, startWorker } from './app.js';
 import { loadPluginModules, PluginRegistry } from './plugins.js';
 import { TenantStore } from './tokens.js';
 import { runInferenceCommand } from './inference/index.js';
@@ -49,6 +49,33 @@ async function serveCommand(): Promise<void> {
     stopping = true;
     process.stdout.write(`${signal}: draining in-flight requests and shutting down\n`);
     kernel.stop().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+async function workerCommand(): Promise<void> {
+  const config = loadConfig();
+  if (!config.databaseUrl) {
+    // PGlite serves one process: the server that holds it runs the tasks itself.
+    process.stderr.write('tessera worker shares the database with the API: set DATABASE_URL (with the embedded database, tessera serve runs the tasks itself)\n');
+    process.exit(2);
+  }
+  const worker = await startWorker({
+    config,
+    plugins: await loadPlugins(config.plugins),
+    inferencePlugins: [BUILTIN_PLUGINS, ...config.plugins],
+  });
+  process.stdout.write(`Tessera worker running tasks (${config.natsUrl ? 'NATS JetStream work queue' : 'database task runner'})\n`);
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    process.stdout.write(`${signal}: finishing running tasks and shutting down\n`);
+    worker.stop().then(
       () => process.exit(0),
       () => process.exit(1),
     );
@@ -117,6 +144,11 @@ export function buildProgram(): Command {
   const program = new Command('tessera').description('Tessera: multimodal data processing and retrieval');
 
   program.command('serve').description('Run the API with its embedded defaults (what npm start runs)').action(serveCommand);
+
+  program
+    .command('worker')
+    .description('Run background tasks (batch processing) without the API; needs DATABASE_URL (and NATS_URL to use the JetStream work queue)')
+    .action(workerCommand);
 
   program
     .command('inference')

@@ -57,6 +57,12 @@ export interface Config {
   inferenceAddresses: string[];
   /** How many inference workers to spawn when there are no remote ones (default: one per core). */
   inferenceWorkers: number;
+  /** How long a claimed task is reserved; a live process keeps extending it, a dead one's task is taken over after it. */
+  taskLeaseMs: number;
+  /** Tasks one process runs at a time (per task type on NATS). */
+  taskConcurrency: number;
+  /** Whether `tessera serve` also runs background tasks (turn off when `tessera worker` processes do). */
+  runTasks: boolean;
   /** Source records per batch chunk task (smaller: finer progress and retries; larger: fewer tasks). */
   batchChunkSize: number;
   /** How often running batches are checked for stalls (0 turns the probe off). */
@@ -141,6 +147,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       .map((a) => a.trim())
       .filter(Boolean),
     inferenceWorkers: int(env.TESSERA_INFERENCE_WORKERS, Math.max(1, availableParallelism()), 'TESSERA_INFERENCE_WORKERS'),
+    taskLeaseMs: Math.max(300, int(env.TESSERA_TASK_LEASE_MS, 60_000, 'TESSERA_TASK_LEASE_MS')),
+    taskConcurrency: Math.max(1, int(env.TESSERA_TASK_CONCURRENCY, 2, 'TESSERA_TASK_CONCURRENCY')),
+    runTasks: env.TESSERA_RUN_TASKS === undefined ? true : !['0', 'false', 'no', 'off'].includes(env.TESSERA_RUN_TASKS.toLowerCase()),
     batchChunkSize: Math.max(1, int(env.TESSERA_BATCH_CHUNK_SIZE, 64, 'TESSERA_BATCH_CHUNK_SIZE')),
     batchHealthIntervalMs: int(env.TESSERA_BATCH_HEALTH_INTERVAL_MS, 30_000, 'TESSERA_BATCH_HEALTH_INTERVAL_MS'),
     batchStallAfterMs: int(env.TESSERA_BATCH_STALL_AFTER_MS, 300_000, 'TESSERA_BATCH_STALL_AFTER_MS'),

@@ -103,6 +103,11 @@ export interface TaskRunnerOptions {
   leaseMs: number;
   pollMs: number;
   concurrency: number;
+  /**
+   * This runner is the only one (the embedded database serves one process): tasks left RUNNING by a
+   * process that died are taken back at start instead of after their lease.
+   */
+  soleRunner?: boolean;
 }
 
 export class DatabaseTaskQueue implements TaskQueue {
@@ -139,6 +144,16 @@ export class DatabaseTaskQueue implements TaskQueue {
 
   start(): void {
     this.stopped = false;
+    if (this.options.soleRunner) {
+      this.store.releaseRunning().then(
+        (released) => {
+          if (released > 0) this.log.warn({ released }, 'took back tasks a stopped process left running');
+          this.wake();
+        },
+        (err: unknown) => this.log.error({ err }, 'could not take back tasks left running'),
+      );
+      return;
+    }
     this.schedule(0);
   }
 
@@ -196,10 +211,17 @@ export class DatabaseTaskQueue implements TaskQueue {
   private async execute(task: TaskRow): Promise<void> {
     const handler = this.handlers.get(task.type)!;
     const log = this.log.child({ task_id: task.task_id, task_type: task.type });
+    // A long task keeps its lease while this process is alive; only a dead process's task is taken over.
+    const heartbeat = setInterval(() => {
+      this.store.extendLease(task, this.options.leaseMs).catch((err: unknown) => log.warn({ err }, 'could not extend a task lease'));
+    }, Math.max(50, Math.floor(this.options.leaseMs / 3)));
+    heartbeat.unref();
     try {
       const result = await handler({ task, log });
+      clearInterval(heartbeat);
       await this.store.complete(task, result ?? {});
     } catch (err) {
+      clearInterval(heartbeat);
       const message = err instanceof Error ? err.message : String(err);
       const dead = task.attempts >= task.max_attempts;
       log.warn({ err, attempts: task.attempts, dead }, 'task failed');

@@ -112,6 +112,19 @@ export class TaskStore {
     return rows.rows[0];
   }
 
+  /**
+   * Hands every running task back (PENDING, due now). Only for a runner that knows it is the sole one —
+   * the embedded database serves one process, so at its start any RUNNING task belonged to a dead process.
+   */
+  async releaseRunning(): Promise<number> {
+    const now = this.clock.now();
+    const rows = (await this.db('tasks')
+      .where({ status: 'RUNNING' })
+      .update({ status: 'PENDING', locked_until: null, run_at: now, updated_at: now })
+      .returning('task_id')) as unknown[];
+    return rows.length;
+  }
+
   /** Keeps a running attempt's lease; false once the attempt no longer holds the task. */
   async extendLease(task: TaskRow, leaseMs: number): Promise<boolean> {
     const updated = await this.db('tasks')
