@@ -53,7 +53,14 @@ describe('pgvector planner', () => {
       const name = 'planner_test';
       await index.ensureIndex({ name, dims: 16, distance: 'cosine' });
       const records = randomVectors(400, 16, 5).map((vector, i) => ({ id: `r${i}`, vector, payload: payloadFor(i) }));
-      await index.upsert(name, records);
+      const hnsw = async () =>
+        (await handle.db.raw<{ rows: unknown[] }>("select 1 from pg_indexes where schemaname = 'tessera_vectors' and tablename = ? and indexdef ilike '%using hnsw%'", [name])).rows.length;
+      // Small tables are searched exactly, so no graph is kept up row by row ...
+      await index.upsert(name, records.slice(0, 40));
+      expect(await hnsw()).toBe(0);
+      // ... until the table outgrows the exact-scan threshold: then the HNSW index is built once.
+      await index.upsert(name, records.slice(40));
+      expect(await hnsw()).toBe(1);
 
       expect(await index.plan(name)).toBe('ann');
       const q = randomVectors(1, 16, 6)[0]!;
