@@ -246,6 +246,34 @@ export interface paths {
         patch: operations["updateObject"];
         trace?: never;
     };
+    "/v1/buckets/{bucket_identifier}/objects/bulk": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The bucket's name or its `bkt_` id. */
+                bucket_identifier: components["parameters"]["BucketIdentifier"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Put up to 1000 objects in the bucket in one request, all or none (blobs inline or from URLs).
+         * @description Every object is checked first; one bad object rejects the request (422 with its index in `loc`) and
+         *     nothing is stored. Keys must be unique in the bucket and in the request (409 otherwise). Blobs from
+         *     uploads go through `POST /objects` one at a time.
+         */
+        post: operations["createObjects"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/buckets/{bucket_identifier}/objects/list": {
         parameters: {
             query?: never;
@@ -1636,6 +1664,13 @@ export interface components {
             /** Format: uri */
             url?: string;
         };
+        ObjectBulkCreateRequest: {
+            objects: components["schemas"]["ObjectCreateRequest"][];
+        };
+        ObjectBulkCreateResponse: {
+            created: number;
+            results: components["schemas"]["BucketObject"][];
+        };
         ObjectCreateRequest: {
             blobs?: components["schemas"]["ObjectBlobInput"][];
             /** @description The object's key (a path such as `docs/2026/report.pdf`); defaults to its id. Unique in the bucket. */
@@ -2672,6 +2707,44 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    createObjects: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The bucket's name or its `bkt_` id. */
+                bucket_identifier: components["parameters"]["BucketIdentifier"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ObjectBulkCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description The new objects, in request order. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ObjectBulkCreateResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
             422: components["responses"]["ValidationFailed"];
             429: components["responses"]["RateLimited"];
         };

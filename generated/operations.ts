@@ -127,6 +127,20 @@ export const operationTable = {
     "body": "json",
     "credits": 0
   },
+  "createObjects": {
+    "method": "post",
+    "path": "/v1/buckets/{bucket_identifier}/objects/bulk",
+    "permission": "write",
+    "public": false,
+    "scope": {
+      "resource_type": "bucket",
+      "id_from": "path.bucket_identifier",
+      "operation": "write_data"
+    },
+    "namespaceHeader": "required",
+    "body": "json",
+    "credits": 0
+  },
   "createUpload": {
     "method": "post",
     "path": "/v1/buckets/{bucket_identifier}/uploads",

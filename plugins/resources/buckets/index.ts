@@ -171,6 +171,14 @@ export default defineResource({
       const row = await services.get(Objects).create(bucket, creator(ctx), body);
       return { status: 201, body: await toObject(row, services.get(BlobStore), false) };
     },
+    createObjects: async ({ params, body, ctx, services }) => {
+      const bucket = await bucketOf(ctx, services, params.bucket_identifier);
+      const rows = await services.get(Objects).createMany(bucket, creator(ctx), body.objects);
+      const blobs = services.get(BlobStore);
+      const results = [];
+      for (const row of rows) results.push(await toObject(row, blobs, false));
+      return { status: 201, body: { results, created: rows.length } };
+    },
     listObjects: async ({ params, query, ctx, services }) => {
       const bucket = await bucketOf(ctx, services, params.bucket_identifier);
       const { rows, nextCursor } = await services.get(Stores).objects.list({

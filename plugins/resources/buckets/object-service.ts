@@ -5,7 +5,7 @@
 import type { Knex } from 'knex';
 import type { BlobStore } from '../../../kernel/blobs/blob-store.js';
 import type { Clock } from '../../../kernel/clock.js';
-import { ConflictError, InputError, NotFoundError, RequestValidationError } from '../../../kernel/errors.js';
+import { ConflictError, InputError, NotFoundError, RequestValidationError, type FieldProblem } from '../../../kernel/errors.js';
 import type { EventBus } from '../../../kernel/events/event-bus.js';
 import { newId } from '../../../kernel/ids.js';
 import { isUniqueViolation } from '../../../kernel/http/values.js';
@@ -40,44 +40,130 @@ export class ObjectService {
   }
 
   async create(bucket: BucketRow, createdBy: string | null, input: ObjectInput): Promise<ObjectRow> {
-    const blobs = input.blobs ?? [];
-    const metadata = input.metadata ?? {};
-    const problems = [
-      ...checkBlobInputs(blobs),
-      ...checkObject(bucket.schema, metadata, blobs.map((b) => b.property), { metadata: ['body', 'metadata'], blobs: ['body', 'blobs'] }),
-    ];
-    blobs.forEach((blob, i) => {
-      const schemaType = bucket.schema.properties[blob.property]?.type;
-      if (blob.type && schemaType && blob.type !== schemaType) {
-        problems.push({ loc: ['body', 'blobs', i, 'type'], msg: `property '${blob.property}' is a ${schemaType} property, not ${blob.type}`, type: 'schema_type' });
-      }
-    });
+    const problems = this.check(bucket, input, ['body']);
     if (problems.length > 0) throw new RequestValidationError(problems);
     const objectId = newId('obj');
     const key = input.key ?? objectId;
     if (await this.objects.keyTaken(bucket.bucket_id, key)) {
       throw new ConflictError(`An object with key '${key}' already exists in this bucket`, { key });
     }
-
     const stored: StoredBlob[] = [];
     const uploads: UploadRow[] = [];
     try {
-      for (const [index, blob] of blobs.entries()) {
-        const declared = (bucket.schema.properties[blob.property]?.type ?? blob.type) as PropertyType | undefined;
-        if (blob.upload_id !== undefined) {
-          const upload = await this.finishedUpload(bucket, blob.upload_id, index);
-          uploads.push(upload);
-          stored.push(await this.describeUpload(upload, blob.property, declared, index));
-        } else {
-          stored.push(await this.ingest.store(blob, `${blobPrefix(bucket)}${objectId}/${blob.property}`, declared, index));
-        }
-      }
-      return await this.insert(bucket, { objectId, key, metadata, blobs: stored, createdBy, uploads });
+      await this.storeBlobs(bucket, objectId, input.blobs ?? [], stored, uploads);
+      return await this.insert(bucket, { objectId, key, metadata: input.metadata ?? {}, blobs: stored, createdBy, uploads });
     } catch (err) {
       // Nothing half-made stays behind: blobs this request stored are removed (uploads keep theirs).
-      await Promise.allSettled(stored.filter((b) => b.source !== 'upload').map((b) => this.blobs.delete(b.storage_key)));
+      await this.removeStored(stored);
       throw err;
     }
+  }
+
+  /**
+   * Many objects at once, all or none: every input is checked before anything is stored, the rows go in
+   * one transaction, and a failure removes every blob the request stored. Uploads are not accepted here.
+   */
+  async createMany(bucket: BucketRow, createdBy: string | null, inputs: readonly ObjectInput[]): Promise<ObjectRow[]> {
+    const problems = inputs.flatMap((input, i) => {
+      const at = ['body', 'objects', i];
+      const found = this.check(bucket, input, at);
+      (input.blobs ?? []).forEach((blob, j) => {
+        if (blob.upload_id !== undefined) {
+          found.push({ loc: [...at, 'blobs', j, 'upload_id'], msg: 'uploads are attached one object at a time (POST /objects)', type: 'bulk_upload' });
+        }
+      });
+      return found;
+    });
+    if (problems.length > 0) throw new RequestValidationError(problems);
+    const prepared = inputs.map((input) => {
+      const objectId = newId('obj');
+      return { input, objectId, key: input.key ?? objectId };
+    });
+    const seen = new Set<string>();
+    for (const { key } of prepared) {
+      if (seen.has(key)) throw new ConflictError(`Key '${key}' is given twice in this request`, { key });
+      seen.add(key);
+    }
+    const taken = await this.objects.keysTaken(bucket.bucket_id, [...seen]);
+    if (taken.length > 0) {
+      throw new ConflictError(`${taken.length} key(s) already exist in this bucket: ${taken.slice(0, 10).join(', ')}`, { keys: taken.slice(0, 100) });
+    }
+    const stored: StoredBlob[][] = prepared.map(() => []);
+    try {
+      let next = 0;
+      // Blobs are written a few at a time: each is its own file (or S3 object).
+      await Promise.all(
+        Array.from({ length: Math.min(8, prepared.length) }, async () => {
+          while (next < prepared.length) {
+            const i = next++;
+            await this.storeBlobs(bucket, prepared[i]!.objectId, prepared[i]!.input.blobs ?? [], stored[i]!, []);
+          }
+        }),
+      );
+      const now = this.clock.now();
+      const rows: ObjectRow[] = prepared.map(({ input, objectId, key }, i) => ({
+        object_id: objectId,
+        organization_id: bucket.organization_id,
+        namespace_id: bucket.namespace_id,
+        bucket_id: bucket.bucket_id,
+        key,
+        metadata: input.metadata ?? {},
+        blobs: stored[i]!,
+        size_bytes: stored[i]!.reduce((sum, b) => sum + b.size_bytes, 0),
+        created_by: createdBy,
+        created_at: now,
+        updated_at: now,
+      }));
+      try {
+        await this.db.transaction(async (trx) => {
+          await this.objects.insertMany(trx, rows);
+          await this.buckets.adjustTotals(trx, bucket.bucket_id, rows.length, rows.reduce((sum, r) => sum + r.size_bytes, 0));
+        });
+      } catch (err) {
+        if (isUniqueViolation(err)) throw new ConflictError('A key was taken by another request meanwhile; nothing was stored');
+        throw err;
+      }
+      for (const row of rows) await this.announceCreated(row);
+      return rows;
+    } catch (err) {
+      await this.removeStored(stored.flat());
+      throw err;
+    }
+  }
+
+  /** Schema and blob-source problems of one object input, located under `at` (e.g. ['body', 'objects', 3]). */
+  private check(bucket: BucketRow, input: ObjectInput, at: Array<string | number>): FieldProblem[] {
+    const blobs = input.blobs ?? [];
+    const relocate = (p: FieldProblem): FieldProblem => ({ ...p, loc: [...at, ...p.loc.slice(1)] });
+    const problems = [
+      ...checkBlobInputs(blobs).map(relocate),
+      ...checkObject(bucket.schema, input.metadata ?? {}, blobs.map((b) => b.property), { metadata: [...at, 'metadata'], blobs: [...at, 'blobs'] }),
+    ];
+    blobs.forEach((blob, i) => {
+      const schemaType = bucket.schema.properties[blob.property]?.type;
+      if (blob.type && schemaType && blob.type !== schemaType) {
+        problems.push({ loc: [...at, 'blobs', i, 'type'], msg: `property '${blob.property}' is a ${schemaType} property, not ${blob.type}`, type: 'schema_type' });
+      }
+    });
+    return problems;
+  }
+
+  /** Stores (or adopts, for uploads) an object's blobs, appending each to `stored` as soon as it exists. */
+  private async storeBlobs(bucket: BucketRow, objectId: string, blobs: readonly BlobInput[], stored: StoredBlob[], uploads: UploadRow[]): Promise<void> {
+    for (const [index, blob] of blobs.entries()) {
+      const declared = (bucket.schema.properties[blob.property]?.type ?? blob.type) as PropertyType | undefined;
+      if (blob.upload_id !== undefined) {
+        const upload = await this.finishedUpload(bucket, blob.upload_id, index);
+        uploads.push(upload);
+        stored.push(await this.describeUpload(upload, blob.property, declared, index));
+      } else {
+        stored.push(await this.ingest.store(blob, `${blobPrefix(bucket)}${objectId}/${blob.property}`, declared, index));
+      }
+    }
+  }
+
+  private async removeStored(stored: readonly StoredBlob[]): Promise<void> {
+    await Promise.allSettled(stored.filter((b) => b.source !== 'upload').map((b) => this.blobs.delete(b.storage_key)));
   }
 
   /** Creates the object of a confirmed upload (the upload's blob becomes the object's). */
@@ -141,12 +227,16 @@ export class ObjectService {
       if (isUniqueViolation(err)) throw new ConflictError(`An object with key '${row.key}' already exists in this bucket`, { key: row.key });
       throw err;
     }
-    await this.events.publish({
+    await this.announceCreated(row);
+    return row;
+  }
+
+  private announceCreated(row: ObjectRow): Promise<void> {
+    return this.events.publish({
       type: 'object.created',
       organization_id: row.organization_id,
       data: { object_id: row.object_id, bucket_id: row.bucket_id, namespace_id: row.namespace_id, key: row.key, size_bytes: row.size_bytes },
     });
-    return row;
   }
 
   async updateMetadata(bucket: BucketRow, objectId: string, metadata: Record<string, unknown>): Promise<ObjectRow> {

@@ -69,6 +69,22 @@ export class ObjectStore {
     return Boolean(await this.db('objects').where({ bucket_id: bucketId, key }).first('object_id'));
   }
 
+  /** Keys among `keys` the bucket already has. */
+  async keysTaken(bucketId: string, keys: readonly string[]): Promise<string[]> {
+    const taken: string[] = [];
+    for (let i = 0; i < keys.length; i += 1000) {
+      const rows = (await this.db('objects').where({ bucket_id: bucketId }).whereIn('key', keys.slice(i, i + 1000)).select('key')) as Array<{ key: string }>;
+      taken.push(...rows.map((r) => r.key));
+    }
+    return taken;
+  }
+
+  async insertMany(db: Knex, rows: readonly ObjectRow[]): Promise<void> {
+    for (let i = 0; i < rows.length; i += 500) {
+      await db('objects').insert(rows.slice(i, i + 500).map((row) => ({ ...row, metadata: JSON.stringify(row.metadata), blobs: JSON.stringify(row.blobs) })));
+    }
+  }
+
   async insert(db: Knex, row: ObjectRow): Promise<void> {
     await db('objects').insert({ ...row, metadata: JSON.stringify(row.metadata), blobs: JSON.stringify(row.blobs) });
   }

@@ -1,0 +1,191 @@
+/**
+ * `tsx scripts/bench/ingest.ts [texts] [images]` (defaults 10000 and 1000): objects per second end to end —
+ * objects created through the API (`POST /objects/bulk`), one batch submitted, every document and vector written — for short
+ * texts (text_extractor) and 256×256 JPEGs (image_extractor), beside the bare model calls on the same
+ * inputs in the same run: in process, and through the gRPC inference workers.
+ *
+ * The server runs in this process on its embedded defaults (PGlite, pgvector, local blobs, spawned
+ * inference workers: one per core), or on PostgreSQL/NATS when DATABASE_URL/NATS_URL are set.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { pino } from 'pino';
+import sharp from 'sharp';
+import { startKernel } from '../../kernel/app.js';
+import { loadConfig } from '../../kernel/config.js';
+import { Inference } from '../../kernel/tokens.js';
+import builtins from '../../plugins/index.js';
+import { createHashedNgramTextModel } from '../../plugins/models/hashed-ngram-text/index.js';
+import imageDescriptor from '../../plugins/models/image-descriptor/index.js';
+
+const textCount = Number(process.argv[2] ?? 10_000);
+const imageCount = Number(process.argv[3] ?? 1_000);
+const home = await mkdtemp(path.join(os.tmpdir(), 'tessera-bench-ingest-'));
+const adminKey = `svc_sk_bench_${'i'.repeat(47)}`;
+const pluginsModule = fileURLToPath(new URL('../../plugins/index.ts', import.meta.url));
+const kernel = await startKernel({
+  config: { ...loadConfig(), home, port: 0, host: '127.0.0.1', adminKey, logLevel: 'silent', batchHealthIntervalMs: 0 },
+  plugins: builtins.map((plugin) => ({ plugin, origin: 'builtin' })),
+  inferencePlugins: [pluginsModule],
+  overrides: { logger: pino({ level: 'silent' }) },
+});
+const inference = kernel.services.get(Inference);
+
+async function call(method: string, route: string, body?: unknown): Promise<Record<string, any>> {
+  const res = await fetch(`${kernel.url}${route}`, {
+    method,
+    headers: { Authorization: `Bearer ${adminKey}`, 'X-Namespace': 'bench', 'Content-Type': 'application/json' },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
+  const json = (await res.json()) as Record<string, any>;
+  if (!res.ok) throw new Error(`${method} ${route}: ${res.status} ${JSON.stringify(json)}`);
+  return json;
+}
+
+/** Runs `work` over 0..n-1 with `width` calls in flight. */
+async function inFlight(n: number, width: number, work: (i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(Array.from({ length: width }, async () => {
+    while (next < n) await work(next++);
+  }));
+}
+
+const WORDS = 'river stone lamp harbor bread glacier orbit violin ember cedar meadow canyon signal quartz tide lantern'.split(' ');
+function shortText(i: number): string {
+  const pick = (k: number) => WORDS[(i * 7 + k * 13) % WORDS.length];
+  return `Note ${i}: the ${pick(1)} near the ${pick(2)} glows like ${pick(3)} at dusk.`;
+}
+
+async function jpeg(i: number): Promise<Buffer> {
+  const r = (i * 37) % 256;
+  const g = (i * 91) % 256;
+  const b = (i * 53) % 256;
+  const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="256" height="256">
+    <rect width="256" height="256" fill="rgb(${r},${g},${b})"/>
+    <circle cx="${64 + (i % 128)}" cy="128" r="${20 + (i % 60)}" fill="rgb(${b},${r},${g})"/>
+    <rect x="20" y="${(i * 5) % 200}" width="200" height="24" fill="rgb(${g},${b},${r})"/></svg>`;
+  return sharp(Buffer.from(svg)).jpeg({ quality: 85 }).toBuffer();
+}
+
+async function ingest(
+  bucket: string,
+  collection: Record<string, unknown>,
+  count: number,
+  bulkSize: number,
+  blobOf: (i: number) => Promise<Record<string, unknown>>,
+): Promise<{ createSeconds: number; batchSeconds: number; batch: Record<string, any> }> {
+  await call('POST', '/v1/buckets', { bucket_name: bucket });
+  await call('POST', '/v1/collections/create', { ...collection, source: { type: 'bucket', bucket_id: bucket } });
+  const ids: string[] = new Array<string>(count);
+  const createStart = performance.now();
+  // POST /objects/bulk, up to 1000 objects a request (capped by the JSON body limit for large blobs), 2 in flight.
+  const perRequest = bulkSize;
+  const requests = Math.ceil(count / perRequest);
+  await inFlight(requests, 2, async (r) => {
+    const first = r * perRequest;
+    const objects = [];
+    for (let i = first; i < Math.min(count, first + perRequest); i++) objects.push({ key: `o/${i}`, blobs: [await blobOf(i)] });
+    const created = await call('POST', `/v1/buckets/${bucket}/objects/bulk`, { objects });
+    created.results.forEach((o: { object_id: string }, k: number) => (ids[first + k] = o.object_id));
+  });
+  const createSeconds = (performance.now() - createStart) / 1000;
+  const profile = process.env.BENCH_PROFILE ? await startProfile() : undefined;
+  const batchStart = performance.now();
+  const batch = await call('POST', `/v1/buckets/${bucket}/batches`, { object_ids: ids });
+  await call('POST', `/v1/buckets/${bucket}/batches/${batch.batch_id}/submit`);
+  let done: Record<string, any>;
+  for (;;) {
+    done = await call('GET', `/v1/buckets/${bucket}/batches/${batch.batch_id}`);
+    if (['COMPLETED', 'COMPLETED_WITH_ERRORS', 'FAILED', 'CANCELED'].includes(done.status)) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const batchSeconds = (performance.now() - batchStart) / 1000;
+  if (profile) await profile(`${process.env.BENCH_PROFILE}-${bucket}.cpuprofile`);
+  if (done.status !== 'COMPLETED') throw new Error(`batch ended ${done.status}: ${JSON.stringify(done.tier_tasks?.[0]?.errors?.slice(0, 2))}`);
+  return { createSeconds, batchSeconds, batch: done };
+}
+
+/** BENCH_PROFILE=<path prefix>: a CPU profile of this process during each batch (where the API, runner and database run). */
+async function startProfile(): Promise<(file: string) => Promise<void>> {
+  const { Session } = await import('node:inspector/promises');
+  const { writeFile } = await import('node:fs/promises');
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.start');
+  return async (file) => {
+    const { profile } = await session.post('Profiler.stop');
+    await writeFile(file, JSON.stringify(profile));
+    session.disconnect();
+    console.log(`  CPU profile of the batch: ${file}`);
+  };
+}
+
+function report(label: string, count: number, r: Awaited<ReturnType<typeof ingest>>, bareInProcess: number, bareWorkers: number): void {
+  const tier = r.batch.tier_tasks[0];
+  const total = r.createSeconds + r.batchSeconds;
+  const extract = tier.performance.bottlenecks.find((b: { stage_name: string }) => b.stage_name.startsWith('extract:'));
+  const stages = tier.performance.bottlenecks
+    .map((b: { stage_name: string; total_time_ms: number }) => `${b.stage_name} ${(b.total_time_ms / 1000).toFixed(1)} s`)
+    .join(', ');
+  console.log(`\n${label}: ${count} objects, ${tier.documents_written} documents`);
+  console.log(`  end to end (create objects + batch):  ${(count / total).toFixed(0)} objects/s  (${total.toFixed(1)} s)`);
+  console.log(`    creating objects (POST /objects/bulk): ${(count / r.createSeconds).toFixed(0)} objects/s  (${r.createSeconds.toFixed(1)} s)`);
+  console.log(`    batch, submit → COMPLETED:         ${(count / r.batchSeconds).toFixed(0)} objects/s  (${r.batchSeconds.toFixed(1)} s)`);
+  console.log(`  stage time summed over records (overlapping): ${stages}`);
+  console.log(
+    `  inference share of the batch: extract stage ${(extract.total_time_ms / 1000).toFixed(1)} s summed over concurrent records; ` +
+      `bare model time for the same inputs ${(count / bareInProcess).toFixed(1)} s in one process = ${((count / bareInProcess / r.batchSeconds) * 100).toFixed(0)}% of the batch's wall time`,
+  );
+  console.log(`  bare model, in process:                ${bareInProcess.toFixed(0)} inputs/s`);
+  console.log(`  bare model, through the gRPC workers:  ${bareWorkers.toFixed(0)} inputs/s`);
+}
+
+try {
+  await call('POST', '/v1/namespaces', { namespace_name: 'bench' });
+
+  if (textCount > 0) {
+    const texts = Array.from({ length: textCount }, (_, i) => shortText(i));
+    const model = createHashedNgramTextModel();
+    await model.load();
+    let t0 = performance.now();
+    for (let i = 0; i < texts.length; i += 64) await model.infer(texts.slice(i, i + 64));
+    const bareInProcess = texts.length / ((performance.now() - t0) / 1000);
+    t0 = performance.now();
+    await inference.embedText('hashed-ngram-text', texts.slice(0, 64)); // connect
+    t0 = performance.now();
+    await inference.embedText('hashed-ngram-text', texts);
+    const bareWorkers = texts.length / ((performance.now() - t0) / 1000);
+    const result = await ingest('texts', { collection_name: 'text-chunks', feature_extractors: [{ feature_extractor_name: 'text_extractor' }] }, textCount, 1000, async (i) => ({
+      property: 'content',
+      text: texts[i],
+    }));
+    report('Short texts (text_extractor, 384-d hashed n-gram embedding)', textCount, result, bareInProcess, bareWorkers);
+  }
+
+  if (imageCount > 0) {
+    const images = await Promise.all(Array.from({ length: imageCount }, (_, i) => jpeg(i)));
+    const model = imageDescriptor;
+    await model.load();
+    let t0 = performance.now();
+    for (let i = 0; i < images.length; i += 16) await (model.infer as (inputs: Buffer[]) => Promise<unknown[]>)(images.slice(i, i + 16));
+    const bareInProcess = images.length / ((performance.now() - t0) / 1000);
+    await inference.embedImage('image-descriptor', images.slice(0, 4));
+    t0 = performance.now();
+    await inference.embedImage('image-descriptor', images);
+    const bareWorkers = images.length / ((performance.now() - t0) / 1000);
+    const result = await ingest(
+      'images',
+      { collection_name: 'pictures', feature_extractors: [{ feature_extractor_name: 'image_extractor', parameters: { enable_ocr: false } }] },
+      imageCount,
+      100,
+      async (i) => ({ property: 'content', base64: images[i]!.toString('base64') }),
+    );
+    report('256×256 JPEGs (image_extractor: descriptor + thumbnail; OCR off)', imageCount, result, bareInProcess, bareWorkers);
+  }
+} finally {
+  await kernel.stop();
+  await rm(home, { recursive: true, force: true });
+}
