@@ -135,6 +135,9 @@ function byKeyOrder(a: string, b: string): number {
   return Buffer.compare(Buffer.from(a), Buffer.from(b));
 }
 
+/** Reads up to this size are served from one buffer instead of a read stream. */
+const SMALL_READ_BYTES = 256 * 1024;
+
 export class LocalBlobStore implements BlobStore {
   readonly kind = 'local' as const;
   private readonly clock: Clock;
@@ -258,6 +261,13 @@ export class LocalBlobStore implements BlobStore {
         // Empty blob: a read stream with end < start would misbehave, so hand back an empty one.
         await handle.close();
         return { info, body: Readable.from([]) };
+      }
+      // Small reads (most text, thumbnails) in one read: a read stream costs more than the bytes do.
+      if (end - start + 1 <= SMALL_READ_BYTES) {
+        const bytes = Buffer.alloc(end - start + 1);
+        const { bytesRead } = await handle.read(bytes, 0, bytes.length, start);
+        await handle.close();
+        return { info, body: Readable.from([bytes.subarray(0, bytesRead)]) };
       }
       return { info, body: handle.createReadStream({ start, end, autoClose: true }) };
     } catch (error) {

@@ -40,14 +40,22 @@ export function capText(text: string, maxChars: number): ResolvedText {
 }
 
 async function readBlobText(blobs: BlobStore, ref: BlobReference, maxChars: number): Promise<ResolvedText> {
-  const info = await blobs.head(ref.storage_key);
-  if (!info) throw new NotFoundError(`text_extractor: blob '${ref.storage_key}' not found`, { storage_key: ref.storage_key });
-  if (info.size === 0) return { text: '', truncated: false };
+  if (ref.size_bytes === 0) return { text: '', truncated: false };
   // A UTF-16 code unit takes at most 3 UTF-8 bytes (a 4-byte sequence is 2 units), so this many bytes
-  // always hold maxChars units; the extra 3 cover a sequence cut at the end of the range.
+  // always hold maxChars units; the extra 3 cover a sequence cut at the end of the range. One ranged read
+  // (clamped to the blob) serves small and large blobs alike, without asking for the size first.
   const byteCap = maxChars * 3 + 3;
+  let read;
+  try {
+    read = await blobs.get(ref.storage_key, { start: 0, end: byteCap - 1 });
+  } catch (err) {
+    if (err instanceof NotFoundError) throw new NotFoundError(`text_extractor: blob '${ref.storage_key}' not found`, { storage_key: ref.storage_key });
+    // An empty blob whose reference did not say so: nothing to read.
+    if (err instanceof InputError && (await blobs.head(ref.storage_key))?.size === 0) return { text: '', truncated: false };
+    throw err;
+  }
+  const { body, info } = read;
   const ranged = info.size > byteCap;
-  const { body } = await blobs.get(ref.storage_key, ranged ? { start: 0, end: byteCap - 1 } : undefined);
   // StringDecoder keeps an incomplete trailing sequence back instead of turning it into U+FFFD; with a
   // ranged read that sequence is simply the part we did not fetch.
   const decoder = new StringDecoder('utf8');
