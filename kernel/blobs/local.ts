@@ -233,6 +233,32 @@ export class LocalBlobStore implements BlobStore {
     return { key, size, contentType: trailer.contentType, md5: trailer.md5, sha256: trailer.sha256, createdAt: new Date(trailer.createdAt) };
   }
 
+  /**
+   * A small blob file read whole, trailer and bytes in one read (then closed); undefined for larger files,
+   * which go through readInfo and a read stream.
+   */
+  private async readSmall(key: string, handle: FileHandle, range: ByteRange | undefined): Promise<{ info: BlobInfo; body: NodeJS.ReadableStream } | undefined> {
+    const { size: fileSize } = await handle.stat();
+    if (fileSize > SMALL_READ_BYTES) return undefined;
+    const file = Buffer.alloc(fileSize);
+    const { bytesRead } = await handle.read(file, 0, fileSize, 0);
+    if (bytesRead !== fileSize || fileSize < FOOTER_BYTES) throw new Error(`Corrupt blob file for ${key}`);
+    const length = file.readUInt32BE(fileSize - FOOTER_BYTES);
+    if (!file.subarray(fileSize - FOOTER_BYTES + 4).equals(MAGIC) || length > fileSize - FOOTER_BYTES) throw new Error(`Corrupt blob file for ${key}`);
+    const size = fileSize - FOOTER_BYTES - length;
+    const trailer = JSON.parse(file.subarray(size, size + length).toString('utf8')) as Trailer;
+    const info: BlobInfo = { key, size, contentType: trailer.contentType, md5: trailer.md5, sha256: trailer.sha256, createdAt: new Date(trailer.createdAt) };
+    let start = 0;
+    let end = size - 1;
+    if (range) {
+      if (range.start >= size) throw new InputError('Range not satisfiable', { start: range.start, size });
+      start = range.start;
+      end = Math.min(range.end ?? end, end);
+    }
+    await handle.close();
+    return { info, body: Readable.from(end < start ? [] : [file.subarray(start, end + 1)]) };
+  }
+
   private async openBlob(key: string): Promise<FileHandle | undefined> {
     try {
       return await open(this.fileFor(key), 'r');
@@ -249,6 +275,8 @@ export class LocalBlobStore implements BlobStore {
     const handle = await this.openBlob(key);
     if (!handle) throw new NotFoundError(`Blob not found: ${key}`, { key });
     try {
+      const small = await this.readSmall(key, handle, range);
+      if (small) return small;
       const info = await this.readInfo(key, handle);
       let start = 0;
       let end = info.size - 1;
