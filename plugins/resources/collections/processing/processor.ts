@@ -308,7 +308,14 @@ export class DocumentProcessor implements CollectionProcessor {
         await this.deps.vectors.ensureIndex({ name, ...spec });
         this.ensured.add(name);
       }
-      await this.deps.vectors.upsert(name, vectors);
+      try {
+        await this.deps.vectors.upsert(name, vectors);
+      } catch (err) {
+        // Another process may have dropped the index since this one made sure of it: make it again, once.
+        if (!(err instanceof NotFoundError)) throw err;
+        await this.deps.vectors.ensureIndex({ name, ...spec });
+        await this.deps.vectors.upsert(name, vectors);
+      }
     }
     if (collection.feature_extractors.some((c) => c.document_output_handling === 'replace')) {
       await this.removeStale(collection, pending, records, failed);
