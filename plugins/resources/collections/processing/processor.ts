@@ -147,7 +147,7 @@ export class DocumentProcessor implements CollectionProcessor {
     outcome.documents_missing_input_fields = missing.size;
     outcome.documents_submitted_to_engine = submitted.size;
 
-    const rows = await clock.time('write', () => this.write(collection, [...pending.values()], passing, failed));
+    const rows = await this.write(clock, collection, [...pending.values()], passing, failed);
     outcome.documents_written = rows;
     outcome.records_failed = new Set([...failed, ...missing, ...outcome.errors.filter((e) => e.stage === 'fetch').flatMap((e) => e.affected_document_ids)]).size;
     outcome.stages = clock.samples();
@@ -290,8 +290,13 @@ export class DocumentProcessor implements CollectionProcessor {
     return made;
   }
 
-  private async write(collection: CollectionRow, pending: PendingWrite[], records: SourceRecord[], failed: Set<string>): Promise<number> {
-    const rows = await this.deps.documents.upsertMany(pending.map((p) => p.write));
+  /** Documents, then their vectors (timed apart: they are the two halves of the write stage). */
+  private async write(clock: StageClock, collection: CollectionRow, pending: PendingWrite[], records: SourceRecord[], failed: Set<string>): Promise<number> {
+    const rows = await clock.time('write:documents', () => this.deps.documents.upsertMany(pending.map((p) => p.write)));
+    return clock.time('write:vectors', () => this.writeVectors(collection, pending, rows, records, failed));
+  }
+
+  private async writeVectors(collection: CollectionRow, pending: PendingWrite[], rows: DocumentRow[], records: SourceRecord[], failed: Set<string>): Promise<number> {
     const idByKey = new Map(rows.map((r) => [r.source_key, r]));
     const byIndex = new Map<string, { spec: { dims: number; distance: 'cosine' | 'l2' | 'dot' }; records: VectorRecord[] }>();
     for (const p of pending) {

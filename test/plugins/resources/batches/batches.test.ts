@@ -121,7 +121,7 @@ describe('batches', () => {
     });
     expect(tier0.extractor_jobs).toEqual([expect.objectContaining({ extractor_type: 'text_extractor', status: 'COMPLETED', documents_written: 6 })]);
     expect(tier0.performance.bottlenecks.map((b: { stage_name: string }) => b.stage_name)).toEqual(
-      expect.arrayContaining(['fetch', 'filter', 'extract:text_extractor', 'write']),
+      expect.arrayContaining(['fetch', 'filter', 'extract:text_extractor', 'write:documents', 'write:vectors']),
     );
     expect(tier1).toMatchObject({
       tier_num: 1,
