@@ -54,6 +54,8 @@ export interface TestKernelOptions {
   config?: Partial<Config>;
   clock?: Clock;
   logger?: Logger;
+  /** Ignore NATS_URL: the in-process bus and the embedded task runner (tests of those defaults). */
+  withoutNats?: boolean;
 }
 
 async function createPostgresDatabase(baseUrl: string): Promise<{ url: string; drop: () => Promise<void> }> {
@@ -101,7 +103,7 @@ export async function startTestKernel(options: TestKernelOptions = {}): Promise<
     config.databaseUrl = database.url;
     cleanups.push(database.drop);
   }
-  if (process.env.NATS_URL && options.config?.natsUrl === undefined) {
+  if (process.env.NATS_URL && options.config?.natsUrl === undefined && !options.withoutNats) {
     config.natsUrl = process.env.NATS_URL;
     config.natsPrefix = `t${randomBytes(5).toString('hex')}`;
     cleanups.push(() => NatsEventBus.deleteStream(config.natsUrl!, config.natsPrefix));

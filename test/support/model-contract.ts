@@ -85,7 +85,8 @@ export function runModelContract<I, O>(model: ModelPlugin<I, O>, options: ModelC
       }
     });
 
-    it.runIf(model.task === 'ocr')('gives text, and boxes with finite positions, that tell the sample inputs apart', async () => {
+    // Only the checks that apply to the model's task are registered (nothing is reported as skipped).
+    if (model.task === 'ocr') it('gives text, and boxes with finite positions, that tell the sample inputs apart', async () => {
       await model.load();
       const outputs = (await model.infer([...sampleInputs])) as unknown[];
       for (const output of outputs) {
@@ -101,7 +102,7 @@ export function runModelContract<I, O>(model: ModelPlugin<I, O>, options: ModelC
       expect(new Set(texts).size).toBeGreaterThan(1);
     });
 
-    it.runIf(VECTOR_TASKS.has(model.task))(`gives ${expectDims}-d finite, L2-normalised vectors that tell the sample inputs apart`, async () => {
+    if (VECTOR_TASKS.has(model.task)) it(`gives ${expectDims}-d finite, L2-normalised vectors that tell the sample inputs apart`, async () => {
       await model.load();
       const outputs = await model.infer([...sampleInputs]);
       const vectors = outputs.map((o) => Array.from(vectorOf(o)));

@@ -2,7 +2,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { ManualClock } from '../../../kernel/clock.js';
 import { DatabaseTaskQueue } from '../../../kernel/tasks/task-queue.js';
-import { deleteTaskStream } from '../../../kernel/tasks/jetstream.js';
 import { DatabaseHandle, TaskQueue } from '../../../kernel/tokens.js';
 import { startTestKernel, type TestKernel } from '../../support/kernel.js';
 import { taskQueueContract } from './contract.js';
@@ -12,15 +11,14 @@ describe('DatabaseTaskQueue', () => {
   const clock = new ManualClock(new Date('2026-05-01T00:00:00Z'));
   const log = pino({ level: 'silent' });
   beforeAll(async () => {
-    t = await startTestKernel();
+    // The database queue's own kernel, also when NATS_URL is set (nats-task-queue.test.ts covers that case).
+    t = await startTestKernel({ withoutNats: true });
   });
   afterAll(async () => {
     await t.stop();
-    // With NATS_URL the kernel's own queue is a NatsTaskQueue with a stream of its own.
-    if (t.config.natsUrl) await deleteTaskStream(t.config.natsUrl, t.config.natsPrefix);
   });
 
-  it.skipIf(process.env.NATS_URL)('is the task queue of a kernel started without NATS', () => {
+  it('is the task queue of a kernel started without NATS', () => {
     expect(t.kernel.services.get(TaskQueue)).toBeInstanceOf(DatabaseTaskQueue);
   });
 
