@@ -135,6 +135,25 @@ function byKeyOrder(a: string, b: string): number {
   return Buffer.compare(Buffer.from(a), Buffer.from(b));
 }
 
+/** The bytes a range covers in a blob of `size` bytes (`end` < `start` for an empty blob). */
+function span(range: ByteRange | undefined, size: number): { start: number; end: number } {
+  if (!range) return { start: 0, end: size - 1 };
+  if (range.start >= size) throw new InputError('Range not satisfiable', { start: range.start, size });
+  return { start: range.start, end: Math.min(range.end ?? size - 1, size - 1) };
+}
+
+/** The blob's byte count, from the footer (trailer length + magic) at the end of its file. */
+function blobSize(key: string, footer: Buffer, fileSize: number): number {
+  const length = footer.readUInt32BE(0);
+  if (!footer.subarray(4, FOOTER_BYTES).equals(MAGIC) || length > fileSize - FOOTER_BYTES) throw new Error(`Corrupt blob file for ${key}`);
+  return fileSize - FOOTER_BYTES - length;
+}
+
+function infoFrom(key: string, size: number, trailerJson: Buffer): BlobInfo {
+  const trailer = JSON.parse(trailerJson.toString('utf8')) as Trailer;
+  return { key, size, contentType: trailer.contentType, md5: trailer.md5, sha256: trailer.sha256, createdAt: new Date(trailer.createdAt) };
+}
+
 /** Reads up to this size are served from one buffer instead of a read stream. */
 const SMALL_READ_BYTES = 256 * 1024;
 
@@ -224,39 +243,24 @@ export class LocalBlobStore implements BlobStore {
     const footer = Buffer.alloc(FOOTER_BYTES);
     if (fileSize < FOOTER_BYTES) throw new Error(`Corrupt blob file for ${key}`);
     await handle.read(footer, 0, FOOTER_BYTES, fileSize - FOOTER_BYTES);
-    const length = footer.readUInt32BE(0);
-    if (!footer.subarray(4).equals(MAGIC) || length > fileSize - FOOTER_BYTES) throw new Error(`Corrupt blob file for ${key}`);
-    const json = Buffer.alloc(length);
-    const size = fileSize - FOOTER_BYTES - length;
-    await handle.read(json, 0, length, size);
-    const trailer = JSON.parse(json.toString('utf8')) as Trailer;
-    return { key, size, contentType: trailer.contentType, md5: trailer.md5, sha256: trailer.sha256, createdAt: new Date(trailer.createdAt) };
+    const size = blobSize(key, footer, fileSize);
+    const json = Buffer.alloc(fileSize - FOOTER_BYTES - size);
+    await handle.read(json, 0, json.length, size);
+    return infoFrom(key, size, json);
   }
 
   /**
-   * A small blob file read whole, trailer and bytes in one read (then closed); undefined for larger files,
-   * which go through readInfo and a read stream.
+   * A small blob file read whole, trailer and bytes in one read; undefined for larger files, which go
+   * through readInfo and a read stream.
    */
-  private async readSmall(key: string, handle: FileHandle, range: ByteRange | undefined): Promise<{ info: BlobInfo; body: NodeJS.ReadableStream } | undefined> {
+  private async readSmall(key: string, handle: FileHandle): Promise<{ info: BlobInfo; bytes: Buffer } | undefined> {
     const { size: fileSize } = await handle.stat();
     if (fileSize > SMALL_READ_BYTES) return undefined;
     const file = Buffer.alloc(fileSize);
     const { bytesRead } = await handle.read(file, 0, fileSize, 0);
     if (bytesRead !== fileSize || fileSize < FOOTER_BYTES) throw new Error(`Corrupt blob file for ${key}`);
-    const length = file.readUInt32BE(fileSize - FOOTER_BYTES);
-    if (!file.subarray(fileSize - FOOTER_BYTES + 4).equals(MAGIC) || length > fileSize - FOOTER_BYTES) throw new Error(`Corrupt blob file for ${key}`);
-    const size = fileSize - FOOTER_BYTES - length;
-    const trailer = JSON.parse(file.subarray(size, size + length).toString('utf8')) as Trailer;
-    const info: BlobInfo = { key, size, contentType: trailer.contentType, md5: trailer.md5, sha256: trailer.sha256, createdAt: new Date(trailer.createdAt) };
-    let start = 0;
-    let end = size - 1;
-    if (range) {
-      if (range.start >= size) throw new InputError('Range not satisfiable', { start: range.start, size });
-      start = range.start;
-      end = Math.min(range.end ?? end, end);
-    }
-    await handle.close();
-    return { info, body: Readable.from(end < start ? [] : [file.subarray(start, end + 1)]) };
+    const size = blobSize(key, file.subarray(fileSize - FOOTER_BYTES), fileSize);
+    return { info: infoFrom(key, size, file.subarray(size, fileSize - FOOTER_BYTES)), bytes: file.subarray(0, size) };
   }
 
   private async openBlob(key: string): Promise<FileHandle | undefined> {
@@ -275,22 +279,20 @@ export class LocalBlobStore implements BlobStore {
     const handle = await this.openBlob(key);
     if (!handle) throw new NotFoundError(`Blob not found: ${key}`, { key });
     try {
-      const small = await this.readSmall(key, handle, range);
-      if (small) return small;
-      const info = await this.readInfo(key, handle);
-      let start = 0;
-      let end = info.size - 1;
-      if (range) {
-        if (range.start >= info.size) throw new InputError('Range not satisfiable', { start: range.start, size: info.size });
-        start = range.start;
-        end = Math.min(range.end ?? end, end);
+      const small = await this.readSmall(key, handle);
+      if (small) {
+        const { start, end } = span(range, small.info.size);
+        await handle.close();
+        return { info: small.info, body: Readable.from(end < start ? [] : [small.bytes.subarray(start, end + 1)]) };
       }
+      const info = await this.readInfo(key, handle);
+      const { start, end } = span(range, info.size);
       if (end < start) {
         // Empty blob: a read stream with end < start would misbehave, so hand back an empty one.
         await handle.close();
         return { info, body: Readable.from([]) };
       }
-      // Small reads (most text, thumbnails) in one read: a read stream costs more than the bytes do.
+      // A small range of a large blob in one read: a read stream costs more than the bytes do.
       if (end - start + 1 <= SMALL_READ_BYTES) {
         const bytes = Buffer.alloc(end - start + 1);
         const { bytesRead } = await handle.read(bytes, 0, bytes.length, start);

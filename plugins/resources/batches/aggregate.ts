@@ -163,7 +163,7 @@ export function aggregateTier(base: TierTaskInfo, chunks: readonly ChunkRow[], n
       execution_count: s.count,
     }))
     .sort((a, b) => b.total_time_ms - a.total_time_ms);
-  const wall = info.started_at ? (finished ? now : now).getTime() - new Date(info.started_at).getTime() : 0;
+  const wall = info.started_at ? now.getTime() - new Date(info.started_at).getTime() : 0;
   info.performance =
     stages.size === 0
       ? null

@@ -8,23 +8,19 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InputError, NotFoundError } from '../../../kernel/errors.js';
 import { MediaDecodeError } from '../../../kernel/media/errors.js';
-import type { BlobReference, DocumentDraft, ExtractorInput } from '../../../kernel/plugins.js';
+import type { BlobReference, ExtractorInput } from '../../../kernel/plugins.js';
 import audioExtractor, { AUDIO_EMBEDDING_DIMS, EMBED_MAX_CLIPS, SAMPLE_RATE } from '../../../plugins/extractors/audio_extractor/index.js';
 import { resolveParameters } from '../../../plugins/extractors/audio_extractor/parameters.js';
 import { AudioSegmenter, rms, toDbfs, type AudioSegment } from '../../../plugins/extractors/audio_extractor/segmenter.js';
 import { logMelDescriptor } from '../../../plugins/models/log-mel-audio/index.js';
 import { runExtractorContract } from '../../support/extractor-contract.js';
 import { concatSamples, renderVideo, sine, startMediaHarness, wavBytes, type MediaHarness } from '../../support/media/av.js';
+import { collectDrafts as collect } from '../../support/extractor-harness.js';
 
 function input(audio: unknown, parameters: Record<string, unknown> = {}, mimeType = 'audio/wav'): ExtractorInput {
   return { objectId: 'obj_test', mimeType, fields: { audio }, parameters };
 }
 
-async function collect(iterable: AsyncIterable<DocumentDraft>): Promise<DocumentDraft[]> {
-  const drafts: DocumentDraft[] = [];
-  for await (const draft of iterable) drafts.push(draft);
-  return drafts;
-}
 
 function cosine(a: readonly number[], b: readonly number[]): number {
   let dot = 0;

@@ -4,27 +4,21 @@
  * LocalBlobStore: size and format, the thumbnail artifact, OCR text, large images scaled down before
  * they travel, EXIF orientation, and InputErrors for what is not an image.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BlobArtifactWriter } from '../../../kernel/blobs/artifacts.js';
 import { LocalBlobStore } from '../../../kernel/blobs/local.js';
 import { InputError } from '../../../kernel/errors.js';
 import { InferenceClient, type CallOverrides, type OcrResultOutput } from '../../../kernel/inference/client.js';
-import { startInferenceWorker, type InferenceWorker } from '../../../kernel/inference/worker.js';
-import { defineModel, type BlobReference, type DocumentDraft, type ExtractorContext, type ExtractorInput } from '../../../kernel/plugins.js';
+import { defineModel, type BlobReference, type ExtractorInput } from '../../../kernel/plugins.js';
 import imageExtractor, { IMAGE_EMBEDDING_DIMS, THUMBNAIL_NAME } from '../../../plugins/extractors/image_extractor/index.js';
 import { WORKING_MAX_SIDE } from '../../../plugins/extractors/image_extractor/image.js';
 import { createImageDescriptorModel, type ImageDescription } from '../../../plugins/models/image-descriptor/index.js';
 import { createHashedNgramTextModel } from '../../../plugins/models/hashed-ngram-text/index.js';
 import { createPaddleOcrModel } from '../../../plugins/models/paddle-ocr/index.js';
 import { runExtractorContract } from '../../support/extractor-contract.js';
-import { silentLogger } from '../../support/logs.js';
 import { solidImage, squash, textImage, textPng } from '../../support/media/images.js';
+import { collectDrafts as collect, startExtractorHarness, type ExtractorHarness } from '../../support/extractor-harness.js';
 
-const log = silentLogger();
 
 /** A client that counts OCR calls, so a test can tell OCR was skipped without timing anything. */
 class CountingInferenceClient extends InferenceClient {
@@ -36,14 +30,10 @@ class CountingInferenceClient extends InferenceClient {
   }
 }
 
-interface Harness {
-  ctx: ExtractorContext;
-  client: CountingInferenceClient;
-  blobs: LocalBlobStore;
+type Harness = ExtractorHarness<CountingInferenceClient> & {
   /** Width × height of every image the image-descriptor model received inside the worker. */
   describedSizes: Array<[number, number]>;
-  cleanup(): Promise<void>;
-}
+};
 
 /** A real worker with the real models (image-descriptor wrapped to record what it is sent), a client and a blob store in a temp dir. */
 async function startHarness(): Promise<Harness> {
@@ -62,44 +52,18 @@ async function startHarness(): Promise<Harness> {
       return descriptor.infer(inputs);
     },
   });
-  const worker: InferenceWorker = await startInferenceWorker({
+  const harness = await startExtractorHarness({
+    name: 'image-extractor',
     models: [recordingDescriptor, createPaddleOcrModel(), createHashedNgramTextModel()],
-    address: '127.0.0.1:0',
-    log,
+    client: (o) => new CountingInferenceClient(o),
   });
-  const client = new CountingInferenceClient({ addresses: [worker.address], log, timeoutMs: 60_000 });
-  const root = await mkdtemp(path.join(tmpdir(), 'tessera-image-extractor-'));
-  const blobs = new LocalBlobStore(root, { publicBaseUrl: () => 'http://x', signingSecret: Buffer.alloc(32) });
-  const ctx: ExtractorContext = {
-    organizationId: 'org_test',
-    namespace: { id: 'ns_test', name: 'default' },
-    log,
-    inference: client,
-    blobs,
-    artifacts: BlobArtifactWriter.forRecord(blobs, 'org_test', 'col_test', 'obj_test'),
-  };
-  return {
-    ctx,
-    client,
-    blobs,
-    describedSizes,
-    async cleanup() {
-      client.close();
-      await worker.stop(0);
-      await rm(root, { recursive: true, force: true });
-    },
-  };
+  return { ...harness, describedSizes };
 }
 
 function input(image: unknown, parameters: Record<string, unknown> = {}, mimeType = 'image/png'): ExtractorInput {
   return { objectId: 'obj_test', mimeType, fields: image === undefined ? {} : { image }, parameters };
 }
 
-async function collect(iterable: AsyncIterable<DocumentDraft>): Promise<DocumentDraft[]> {
-  const drafts: DocumentDraft[] = [];
-  for await (const draft of iterable) drafts.push(draft);
-  return drafts;
-}
 
 async function putBlob(blobs: LocalBlobStore, name: string, bytes: Buffer, contentType: string): Promise<BlobReference> {
   const key = `org_test/ns_test/objects/${name}/content`;

@@ -5,28 +5,21 @@
  * pages give no document, max_pages and ocr_scanned_pages hold, encrypted and broken PDFs are
  * InputErrors, and pdf.js never parses on the calling thread.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BlobArtifactWriter } from '../../../kernel/blobs/artifacts.js';
-import { LocalBlobStore } from '../../../kernel/blobs/local.js';
 import { InputError } from '../../../kernel/errors.js';
 import { InferenceClient, type CallOverrides, type OcrResultOutput } from '../../../kernel/inference/client.js';
-import { startInferenceWorker, type InferenceWorker } from '../../../kernel/inference/worker.js';
-import type { DocumentDraft, ExtractorContext, ExtractorInput } from '../../../kernel/plugins.js';
+import type { ExtractorInput } from '../../../kernel/plugins.js';
 import pdfExtractor, { TEXT_EMBEDDING_DIMS } from '../../../plugins/extractors/pdf_extractor/index.js';
 import { rawImageToPng } from '../../../plugins/extractors/pdf_extractor/page-images.js';
 import { pageText, type TextRun } from '../../../plugins/extractors/pdf_extractor/page-text.js';
 import { createHashedNgramTextModel, hashedNgramEmbedding } from '../../../plugins/models/hashed-ngram-text/index.js';
 import { createPaddleOcrModel } from '../../../plugins/models/paddle-ocr/index.js';
 import { runExtractorContract } from '../../support/extractor-contract.js';
-import { silentLogger } from '../../support/logs.js';
 import { squash, textPng } from '../../support/media/images.js';
 import { buildPdf, encryptedPdf } from '../../support/media/pdf.js';
+import { collectDrafts as collect, startExtractorHarness, type ExtractorHarness } from '../../support/extractor-harness.js';
 
-const log = silentLogger();
 
 /** A client that counts OCR calls, so tests can tell OCR was (not) used without timing anything. */
 class CountingInferenceClient extends InferenceClient {
@@ -38,51 +31,20 @@ class CountingInferenceClient extends InferenceClient {
   }
 }
 
-interface Harness {
-  ctx: ExtractorContext;
-  client: CountingInferenceClient;
-  blobs: LocalBlobStore;
-  cleanup(): Promise<void>;
-}
+type Harness = ExtractorHarness<CountingInferenceClient>;
 
-async function startHarness(): Promise<Harness> {
-  const worker: InferenceWorker = await startInferenceWorker({
+function startHarness(): Promise<Harness> {
+  return startExtractorHarness({
+    name: 'pdf-extractor',
     models: [createPaddleOcrModel(), createHashedNgramTextModel()],
-    address: '127.0.0.1:0',
-    log,
+    client: (o) => new CountingInferenceClient(o),
   });
-  const client = new CountingInferenceClient({ addresses: [worker.address], log, timeoutMs: 60_000 });
-  const root = await mkdtemp(path.join(tmpdir(), 'tessera-pdf-extractor-'));
-  const blobs = new LocalBlobStore(root, { publicBaseUrl: () => 'http://x', signingSecret: Buffer.alloc(32) });
-  const ctx: ExtractorContext = {
-    organizationId: 'org_test',
-    namespace: { id: 'ns_test', name: 'default' },
-    log,
-    inference: client,
-    blobs,
-    artifacts: BlobArtifactWriter.forRecord(blobs, 'org_test', 'col_test', 'obj_test'),
-  };
-  return {
-    ctx,
-    client,
-    blobs,
-    async cleanup() {
-      client.close();
-      await worker.stop(0);
-      await rm(root, { recursive: true, force: true });
-    },
-  };
 }
 
 function input(pdf: unknown, parameters: Record<string, unknown> = {}): ExtractorInput {
   return { objectId: 'obj_test', mimeType: 'application/pdf', fields: pdf === undefined ? {} : { pdf }, parameters };
 }
 
-async function collect(iterable: AsyncIterable<DocumentDraft>): Promise<DocumentDraft[]> {
-  const drafts: DocumentDraft[] = [];
-  for await (const draft of iterable) drafts.push(draft);
-  return drafts;
-}
 
 const base64 = (bytes: Uint8Array): string => Buffer.from(bytes).toString('base64');
 

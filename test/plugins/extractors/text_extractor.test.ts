@@ -3,16 +3,10 @@
  * hashed-ngram-text model, the chunking rules for every split_by, batching of embedding calls, reading
  * from the blob store, and the max_chars cap.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BlobArtifactWriter } from '../../../kernel/blobs/artifacts.js';
-import { LocalBlobStore } from '../../../kernel/blobs/local.js';
 import { InputError } from '../../../kernel/errors.js';
 import { InferenceClient, type CallOverrides } from '../../../kernel/inference/client.js';
-import { startInferenceWorker, type InferenceWorker } from '../../../kernel/inference/worker.js';
-import { defineModel, type DocumentDraft, type ExtractorContext, type ExtractorInput } from '../../../kernel/plugins.js';
+import { defineModel, type ExtractorInput } from '../../../kernel/plugins.js';
 import {
   characterSpans,
   chunkText,
@@ -27,9 +21,8 @@ import textExtractor, { EMBED_BATCH } from '../../../plugins/extractors/text_ext
 import { resolveParameters } from '../../../plugins/extractors/text_extractor/parameters.js';
 import { createHashedNgramTextModel, hashedNgramEmbedding } from '../../../plugins/models/hashed-ngram-text/index.js';
 import { runExtractorContract } from '../../support/extractor-contract.js';
-import { silentLogger } from '../../support/logs.js';
+import { collectDrafts as collect, startExtractorHarness, type ExtractorHarness } from '../../support/extractor-harness.js';
 
-const log = silentLogger();
 
 /** A client that records every embedText call (texts per call), so tests count calls instead of timing them. */
 class CountingInferenceClient extends InferenceClient {
@@ -41,14 +34,10 @@ class CountingInferenceClient extends InferenceClient {
   }
 }
 
-interface Harness {
-  ctx: ExtractorContext;
-  client: CountingInferenceClient;
-  blobs: LocalBlobStore;
+type Harness = ExtractorHarness<CountingInferenceClient> & {
   /** Batch sizes the model's infer() received inside the worker. */
   inferBatches: number[];
-  cleanup(): Promise<void>;
-}
+};
 
 /** A real worker serving the real hashed-ngram-text model (wrapped to count its calls), a client, and a blob store in a temp dir. */
 async function startHarness(): Promise<Harness> {
@@ -64,40 +53,14 @@ async function startHarness(): Promise<Harness> {
       return real.infer(inputs);
     },
   });
-  const worker: InferenceWorker = await startInferenceWorker({ models: [counted], address: '127.0.0.1:0', log });
-  const client = new CountingInferenceClient({ addresses: [worker.address], log, timeoutMs: 30_000 });
-  const root = await mkdtemp(path.join(tmpdir(), 'tessera-text-extractor-'));
-  const blobs = new LocalBlobStore(root, { publicBaseUrl: () => 'http://x', signingSecret: Buffer.alloc(32) });
-  const ctx: ExtractorContext = {
-    organizationId: 'org_test',
-    namespace: { id: 'ns_test', name: 'default' },
-    log,
-    inference: client,
-    blobs,
-    artifacts: BlobArtifactWriter.forRecord(blobs, 'org_test', 'col_test', 'obj_test'),
-  };
-  return {
-    ctx,
-    client,
-    blobs,
-    inferBatches,
-    async cleanup() {
-      client.close();
-      await worker.stop(0);
-      await rm(root, { recursive: true, force: true });
-    },
-  };
+  const harness = await startExtractorHarness({ name: 'text-extractor', models: [counted], client: (o) => new CountingInferenceClient(o) });
+  return { ...harness, inferBatches };
 }
 
 function input(fields: Record<string, unknown>, parameters: Record<string, unknown> = {}, mimeType = 'text/plain'): ExtractorInput {
   return { objectId: 'obj_test', mimeType, fields, parameters };
 }
 
-async function collect(iterable: AsyncIterable<DocumentDraft>): Promise<DocumentDraft[]> {
-  const drafts: DocumentDraft[] = [];
-  for await (const draft of iterable) drafts.push(draft);
-  return drafts;
-}
 
 const PROSE = [
   'Tessera is a multimodal retrieval service. It turns objects into searchable documents!',

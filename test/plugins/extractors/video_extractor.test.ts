@@ -17,16 +17,12 @@ import { logMelDescriptor } from '../../../plugins/models/log-mel-audio/index.js
 import { runExtractorContract } from '../../support/extractor-contract.js';
 import { colourName, renderSlides, renderVideo, sine, startMediaHarness, wavBytes, type MediaHarness } from '../../support/media/av.js';
 import { textPng } from '../../support/media/images.js';
+import { collectDrafts as collect } from '../../support/extractor-harness.js';
 
 function input(video: unknown, parameters: Record<string, unknown> = {}): ExtractorInput {
   return { objectId: 'obj_test', mimeType: 'video/mp4', fields: { video }, parameters };
 }
 
-async function collect(iterable: AsyncIterable<DocumentDraft>): Promise<DocumentDraft[]> {
-  const drafts: DocumentDraft[] = [];
-  for await (const draft of iterable) drafts.push(draft);
-  return drafts;
-}
 
 function cosine(a: readonly number[], b: readonly number[]): number {
   let dot = 0;

@@ -5,21 +5,16 @@
  * hashed-ngram-text models, `paddle-ocr` (a stand-in that names colours, or the real one), a LocalBlobStore
  * in a temp dir and artifacts.
  */
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { rm, writeFile } from 'node:fs/promises';
 import sharp from 'sharp';
-import { BlobArtifactWriter } from '../../../kernel/blobs/artifacts.js';
-import { LocalBlobStore } from '../../../kernel/blobs/local.js';
 import { InferenceClient, type AudioClip, type CallOverrides, type EmbeddingResult, type OcrResultOutput } from '../../../kernel/inference/client.js';
-import { startInferenceWorker, type InferenceWorker } from '../../../kernel/inference/worker.js';
 import { runFfmpeg } from '../../../kernel/media/ffmpeg.js';
-import { defineModel, type BlobReference, type ExtractorContext, type ModelPlugin } from '../../../kernel/plugins.js';
+import { defineModel, type ModelPlugin } from '../../../kernel/plugins.js';
 import { createHashedNgramTextModel } from '../../../plugins/models/hashed-ngram-text/index.js';
 import { createImageDescriptorModel } from '../../../plugins/models/image-descriptor/index.js';
 import { createLogMelAudioModel, encodeWav } from '../../../plugins/models/log-mel-audio/index.js';
 import { createPaddleOcrModel } from '../../../plugins/models/paddle-ocr/index.js';
-import { silentLogger } from '../logs.js';
+import { startExtractorHarness, type ExtractorHarness } from '../extractor-harness.js';
 
 // ------------------------------------------------------------------------------------------------ audio
 
@@ -173,18 +168,10 @@ export class RecordingInferenceClient extends InferenceClient {
   }
 }
 
-export interface MediaHarness {
-  ctx: ExtractorContext;
-  client: RecordingInferenceClient;
-  blobs: LocalBlobStore;
-  /** A scratch folder for generated media (removed by cleanup). */
-  dir: string;
+export type MediaHarness = ExtractorHarness<RecordingInferenceClient> & {
   /** Sizes of the images the stand-in OCR model was given (empty with the real model). */
   ocrImages: Array<{ width: number; height: number }>;
-  /** Stores bytes as an object blob and returns the reference an extractor input carries. */
-  putBlob(key: string, bytes: Buffer, contentType: string): Promise<BlobReference>;
-  cleanup(): Promise<void>;
-}
+};
 
 export interface MediaHarnessOptions {
   /** Serve the real paddle-ocr model instead of the colour-naming stand-in (slower to load). */
@@ -192,36 +179,12 @@ export interface MediaHarnessOptions {
 }
 
 export async function startMediaHarness(name: string, options: MediaHarnessOptions = {}): Promise<MediaHarness> {
-  const log = silentLogger();
   const ocrImages: Array<{ width: number; height: number }> = [];
   const ocr = options.realOcr ? createPaddleOcrModel() : standInOcrModel(ocrImages);
-  const models = [createImageDescriptorModel(), createLogMelAudioModel(), createHashedNgramTextModel(), ocr];
-  const worker: InferenceWorker = await startInferenceWorker({ models, address: '127.0.0.1:0', log });
-  const client = new RecordingInferenceClient({ addresses: [worker.address], log, timeoutMs: 60_000 });
-  const dir = await mkdtemp(path.join(tmpdir(), `tessera-${name}-`));
-  const blobs = new LocalBlobStore(path.join(dir, 'blobs'), { publicBaseUrl: () => 'http://x', signingSecret: Buffer.alloc(32) });
-  const ctx: ExtractorContext = {
-    organizationId: 'org_test',
-    namespace: { id: 'ns_test', name: 'default' },
-    log,
-    inference: client,
-    blobs,
-    artifacts: BlobArtifactWriter.forRecord(blobs, 'org_test', 'col_test', 'obj_test'),
-  };
-  return {
-    ctx,
-    client,
-    blobs,
-    dir,
-    ocrImages,
-    async putBlob(key, bytes, contentType) {
-      const info = await blobs.put(key, bytes, { contentType });
-      return { storage_key: key, content_type: contentType, size_bytes: info.size };
-    },
-    async cleanup() {
-      client.close();
-      await worker.stop(0);
-      await rm(dir, { recursive: true, force: true });
-    },
-  };
+  const harness = await startExtractorHarness({
+    name,
+    models: [createImageDescriptorModel(), createLogMelAudioModel(), createHashedNgramTextModel(), ocr],
+    client: (o) => new RecordingInferenceClient(o),
+  });
+  return { ...harness, ocrImages };
 }
