@@ -10,10 +10,13 @@ import { Container } from 'inversify';
 import type { Logger } from 'pino';
 import type { Config as ConfigShape } from './config.js';
 import { systemClock, type Clock as ClockShape } from './clock.js';
-import { createLogger } from './logger.js';
+import { createLogger, resolveLogFormat } from './logger.js';
 import { projectRoot } from './paths.js';
 import { Lifecycle as LifecycleService } from './lifecycle.js';
 import { openDatabase } from './db/database.js';
+import { acquireHomeLock } from './db/home-lock.js';
+import { listenStartupError, natsStartupError } from './startup-errors.js';
+import { ADMIN_KEY_NAME } from './auth/tenants.js';
 import { runMigrations, type MigrationSet } from './db/migrations.js';
 import { InProcessEventBus } from './events/in-process.js';
 import { NatsEventBus } from './events/nats.js';
@@ -77,6 +80,8 @@ export interface Kernel {
   url: string;
   /** Set when this start created the first organization (its admin-key plaintext is shown once). */
   bootstrap: NewOrganization | undefined;
+  /** What the operator should know about this start (also logged as warnings). */
+  warnings: string[];
   stop(): Promise<void>;
 }
 
@@ -111,7 +116,7 @@ interface Core {
 }
 
 async function openCore(options: KernelOptions): Promise<Core> {
-  const log = options.overrides?.logger ?? createLogger(options.config.logLevel);
+  const log = options.overrides?.logger ?? createLogger(options.config.logLevel, undefined, resolveLogFormat(options.config.logFormat));
   const clock = options.overrides?.clock ?? systemClock;
   const lifecycle = new LifecycleService(log);
   const container = new Container();
@@ -143,11 +148,17 @@ async function assembleCore(
   const apiDocument = await loadApiDocument();
   container.bind(T.ApiDocument).toConstantValue(apiDocument);
 
-  // Backing components.
+  // Backing components. The embedded database serves one process: lock its folder first (released
+  // after the database closes, as shutdown hooks run in reverse).
+  if (!config.databaseUrl && !config.databaseInMemory) {
+    const lock = acquireHomeLock(config.home, log);
+    lifecycle.onShutdown('TESSERA_HOME lock', () => lock.release());
+  }
   const database = await openDatabase({
     url: config.databaseUrl,
     dataDir: path.join(config.home, 'db'),
     inMemory: config.databaseInMemory,
+    log: log.child({ component: 'database' }),
     ...(options.overrides?.pgliteTemplate ? { pgliteTemplate: options.overrides.pgliteTemplate } : {}),
   });
   lifecycle.onShutdown('database', () => database.close());
@@ -155,7 +166,9 @@ async function assembleCore(
   const db = database.db;
 
   const events: EventBusShape = config.natsUrl
-    ? await NatsEventBus.connect(config.natsUrl, config.natsPrefix, log.child({ component: 'events' }))
+    ? await NatsEventBus.connect(config.natsUrl, config.natsPrefix, log.child({ component: 'events' })).catch((err: unknown) => {
+        throw natsStartupError(err, config.natsUrl!);
+      })
     : new InProcessEventBus(log.child({ component: 'events' }));
   lifecycle.onShutdown('event bus', () => events.close());
   container.bind(T.EventBus).toConstantValue(events);
@@ -210,6 +223,8 @@ async function assembleCore(
         prefix: config.natsPrefix,
         leaseMs: config.taskLeaseMs,
         concurrency: config.taskConcurrency,
+      }).catch((err: unknown) => {
+        throw natsStartupError(err, config.natsUrl!);
       })
     : new DatabaseTaskQueue(db, clock, log.child({ component: 'tasks' }), {
         leaseMs: config.taskLeaseMs,
@@ -247,6 +262,8 @@ async function serve(core: Core, options: KernelOptions): Promise<Kernel> {
     ownerEmail: config.adminEmail,
     adminKeyPlaintext: config.adminKey,
   });
+  const warnings = bootstrap ? [] : await adminKeyWarnings(keyStore, config);
+  for (const warning of warnings) log.warn(warning);
 
   // Key changes made by any process evict that key from every process's cache.
   const unsubscribe = events.subscribe('api_key.*', (event) => {
@@ -309,6 +326,7 @@ async function serve(core: Core, options: KernelOptions): Promise<Kernel> {
     port,
     url: `http://127.0.0.1:${port}`,
     bootstrap,
+    warnings,
     stop: () => lifecycle.stop(),
   };
 }
@@ -361,7 +379,7 @@ async function startInference(core: Core, options: KernelOptions): Promise<void>
     plugins: options.inferencePlugins ?? [],
     workers: config.inferenceWorkers,
     log: core.log,
-    pool: { logLevel: config.logLevel },
+    pool: { logLevel: config.logLevel, logFormat: resolveLogFormat(config.logFormat) },
   });
   core.lifecycle.onShutdown('inference', () => runtime.stop());
   core.container.bind(T.Inference).toConstantValue(runtime.client);
@@ -392,9 +410,23 @@ function collectHandlers(resources: PluginRegistryService['resources']): Map<Ope
   return handlers;
 }
 
+/**
+ * TESSERA_ADMIN_KEY is read on the first start only. Set later to another value, it would look
+ * applied while the first start's admin-key stays in force: say so instead of ignoring it.
+ */
+async function adminKeyWarnings(keyStore: KeyStoreService, config: ConfigShape): Promise<string[]> {
+  if (!config.adminKey) return [];
+  const key = await keyStore.findByPlaintext(config.adminKey);
+  if (key && key.is_protected && key.name === ADMIN_KEY_NAME) return [];
+  return [
+    `TESSERA_ADMIN_KEY is not the admin-key: it is read on the first start only, and the admin-key created then is still the one in force (this value was ignored). ` +
+      `Use that admin-key, create further admin keys with it (tessera keys create --user ${config.adminEmail} --name <name> --permissions admin), and unset TESSERA_ADMIN_KEY.`,
+  ];
+}
+
 function listen(app: import('express').Express, port: number, host: string): Promise<Server> {
   return new Promise((resolve, reject) => {
-    const server = app.listen(port, host, (err?: Error) => (err ? reject(err) : resolve(server)));
+    const server = app.listen(port, host, (err?: Error) => (err ? reject(listenStartupError(err, host, port)) : resolve(server)));
     server.keepAliveTimeout = 65_000;
   });
 }

@@ -4,17 +4,21 @@
  */
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
+import { inspect } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
 import { createTesseraClient, type TesseraClient } from '../generated/client.js';
-import { loadConfig } from './config.js';
+import { pino } from 'pino';
+import { loadConfig, type Config } from './config.js';
 import { openKernelCore, startKernel, startWorker } from './app.js';
 import { loadPluginModules, PluginRegistry } from './plugins.js';
 import { TenantStore } from './tokens.js';
 import { runInferenceCommand } from './inference/index.js';
-import { createLogger } from './logger.js';
+import { createLogger, resolveLogFormat, type Logger } from './logger.js';
+import { StartupError } from './startup-errors.js';
 
 // plugins/index.ts beside kernel/ (or plugins/index.js beside a built dist/kernel/).
 const BUILTIN_PLUGINS = fileURLToPath(new URL(`../plugins/index${path.extname(fileURLToPath(import.meta.url))}`, import.meta.url));
@@ -27,66 +31,100 @@ async function loadPlugins(extra: readonly string[]): Promise<Array<{ plugin: un
   return loaded;
 }
 
+/** The process's logger: LOG_FORMAT, or pretty on a terminal and JSON lines otherwise. */
+function processLogger(config: Config, destination?: pino.DestinationStream): Logger {
+  return createLogger(config.logLevel, destination, resolveLogFormat(config.logFormat));
+}
+
+/**
+ * SIGTERM (docker, systemd, pm2, `npm start` forwarding it) and SIGINT (Ctrl-C) stop the process once:
+ * before it is ready, at once (nothing is served yet; the exit releases the TESSERA_HOME lock and the
+ * spawned inference workers see their parent go); after, by draining through `stop`. A repeated signal
+ * is ignored: Ctrl-C under npm arrives twice (from the terminal and forwarded by npm).
+ */
+function stopOnSignals(log: Logger, draining: string): { ready(stop: () => Promise<void>): void } {
+  let stop: (() => Promise<void>) | undefined;
+  let stopping = false;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (stopping) return;
+    stopping = true;
+    if (!stop) {
+      log.info({ signal }, 'stopped while starting');
+      process.exit(128 + (os.constants.signals[signal] ?? 15));
+    }
+    log.info({ signal }, draining);
+    stop().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        log.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  return { ready: (run) => void (stop = run) };
+}
+
+/**
+ * What only the person starting the service should see (the admin-key): on stdout when it is a terminal
+ * with pretty logs, otherwise on stderr, so a JSON log stream on stdout never carries it.
+ */
+function toOperator(config: Config, text: string): void {
+  (resolveLogFormat(config.logFormat) === 'pretty' ? process.stdout : process.stderr).write(text);
+}
+
 async function serveCommand(): Promise<void> {
   const config = loadConfig();
+  const log = processLogger(config);
+  const signals = stopOnSignals(log, 'draining in-flight requests and shutting down');
   const kernel = await startKernel({
     config,
     plugins: await loadPlugins(config.plugins),
     inferencePlugins: [BUILTIN_PLUGINS, ...config.plugins],
+    overrides: { logger: log },
   });
+  signals.ready(() => kernel.stop());
   if (kernel.bootstrap) {
     const { organization, owner, adminKeyPlaintext } = kernel.bootstrap;
     const shown = config.adminKey ? '(the value of TESSERA_ADMIN_KEY)' : adminKeyPlaintext;
-    process.stdout.write(
+    toOperator(
+      config,
       `\nCreated organization '${organization.name}' (${organization.organization_id}) with owner ${owner.email}.\n` +
         `Its protected admin-key is shown this once; store it now:\n\n  ${shown}\n\n`,
     );
   }
-  process.stdout.write(`Tessera listening on http://${config.host === '0.0.0.0' ? 'localhost' : config.host}:${kernel.port}\n`);
-  let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    process.stdout.write(`${signal}: draining in-flight requests and shutting down\n`);
-    kernel.stop().then(
-      () => process.exit(0),
-      () => process.exit(1),
-    );
-  };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  // Logged as warnings too; a JSON log stream is not where a person at the terminal looks.
+  if (resolveLogFormat(config.logFormat) === 'json' && process.stderr.isTTY) {
+    for (const warning of kernel.warnings) process.stderr.write(`warning: ${warning}\n`);
+  }
+  const host = config.host === '0.0.0.0' ? 'localhost' : config.host;
+  log.info({ port: kernel.port }, `Tessera listening on http://${host}:${kernel.port}`);
 }
 
 async function workerCommand(): Promise<void> {
   const config = loadConfig();
   if (!config.databaseUrl) {
     // PGlite serves one process: the server that holds it runs the tasks itself.
-    process.stderr.write('tessera worker shares the database with the API: set DATABASE_URL (with the embedded database, tessera serve runs the tasks itself)\n');
-    process.exit(2);
+    throw new StartupError('tessera worker shares the database with the API: set DATABASE_URL (with the embedded database, tessera serve runs the tasks itself).');
   }
+  const log = processLogger(config);
+  const signals = stopOnSignals(log, 'finishing running tasks and shutting down');
   const worker = await startWorker({
     config,
     plugins: await loadPlugins(config.plugins),
     inferencePlugins: [BUILTIN_PLUGINS, ...config.plugins],
+    overrides: { logger: log },
   });
-  process.stdout.write(`Tessera worker running tasks (${config.natsUrl ? 'NATS JetStream work queue' : 'database task runner'})\n`);
-  let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    process.stdout.write(`${signal}: finishing running tasks and shutting down\n`);
-    worker.stop().then(
-      () => process.exit(0),
-      () => process.exit(1),
-    );
-  };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  signals.ready(() => worker.stop());
+  log.info(`Tessera worker running tasks (${config.natsUrl ? 'NATS JetStream work queue' : 'database task runner'})`);
 }
 
 async function createOrganization(name: string, options: { adminEmail: string; adminKey?: string }): Promise<void> {
   const config = loadConfig();
-  const core = await openKernelCore({ config, plugins: await loadPlugins(config.plugins) });
+  // stdout carries the command's result: logs go to stderr.
+  const log = processLogger(config, pino.destination({ fd: 2, sync: true }));
+  const core = await openKernelCore({ config, plugins: await loadPlugins(config.plugins), overrides: { logger: log } });
   try {
     const created = await core.services.get(TenantStore).createOrganization({
       name,
@@ -159,7 +197,7 @@ export function buildProgram(): Command {
       await runInferenceCommand({
         plugins: [BUILTIN_PLUGINS, ...config.plugins],
         address: o.listen,
-        log: createLogger(config.logLevel),
+        log: processLogger(config),
         shutdownGraceMs: config.shutdownGraceMs,
       });
       process.exit(0);
@@ -355,4 +393,26 @@ export function buildProgram(): Command {
   return program;
 }
 
-await buildProgram().parseAsync(process.argv);
+/**
+ * A command that cannot start says why in one line and exits 1. StartupErrors are written for
+ * operators; anything else gets its message, and its stack only with LOG_LEVEL=debug (or trace).
+ */
+function reportFailure(err: unknown): void {
+  const debug = ['debug', 'trace'].includes((process.env.LOG_LEVEL ?? '').toLowerCase());
+  if (err instanceof StartupError) {
+    process.stderr.write(`tessera: ${err.message}\n`);
+  } else {
+    const error = err instanceof Error ? err : new Error(String(err));
+    const cause = error.cause instanceof Error ? `: ${error.cause.message}` : '';
+    process.stderr.write(`tessera: ${error.message}${cause}${debug ? '' : ' (LOG_LEVEL=debug shows the stack trace)'}\n`);
+  }
+  // The whole error with its cause chain (a StartupError wraps the driver's error).
+  if (debug) process.stderr.write(`${inspect(err, { depth: 4 })}\n`);
+}
+
+try {
+  await buildProgram().parseAsync(process.argv);
+} catch (err) {
+  reportFailure(err);
+  process.exit(1);
+}

@@ -4,6 +4,9 @@
  */
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
+import { isAcceptableOperatorKey } from './auth/keys.js';
+import type { LogFormat } from './logger.js';
+import { StartupError } from './startup-errors.js';
 
 export interface Config {
   /** HTTP port; 0 picks a free one (tests). */
@@ -30,6 +33,8 @@ export interface Config {
   /** How often buffered request-log rows and last_used_at are written (ms). */
   requestLogFlushMs: number;
   logLevel: string;
+  /** LOG_FORMAT; absent means pretty lines on a terminal, JSON lines otherwise. */
+  logFormat: LogFormat | undefined;
   /** Validate every response against the OpenAPI document (on in tests). */
   validateResponses: boolean;
   /** Extra plugin modules (paths or package names). */
@@ -80,11 +85,42 @@ export interface S3Settings {
   forcePathStyle: boolean;
 }
 
+/** A bad value: the one line the CLI prints instead of starting. */
+export class ConfigError extends StartupError {}
+
 function int(value: string | undefined, fallback: number, name: string): number {
   if (value === undefined || value === '') return fallback;
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer, got "${value}"`);
+  if (!Number.isInteger(n) || n < 0) throw new ConfigError(`${name} must be a whole number of 0 or more, got "${value}"; fix or unset ${name}.`);
   return n;
+}
+
+function port(value: string | undefined): number {
+  const n = int(value, 8080, 'PORT');
+  if (n > 65_535) throw new ConfigError(`PORT must be 0 to 65535, got "${value}"; fix or unset PORT (0 picks a free port).`);
+  return n;
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+function logLevel(value: string | undefined): string {
+  const level = text(value)?.toLowerCase() ?? 'info';
+  if (!LOG_LEVELS.includes(level)) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got "${value}".`);
+  return level;
+}
+
+function logFormat(value: string | undefined): LogFormat | undefined {
+  const format = text(value)?.toLowerCase();
+  if (format === undefined || format === 'json' || format === 'pretty') return format;
+  throw new ConfigError(`LOG_FORMAT must be json or pretty, got "${value}"; unset it for pretty lines on a terminal and JSON lines otherwise.`);
+}
+
+function adminKey(value: string | undefined): string | undefined {
+  const key = text(value);
+  if (key !== undefined && !isAcceptableOperatorKey(key)) {
+    throw new ConfigError('TESSERA_ADMIN_KEY must be 24 to 200 printable characters without spaces; fix or unset it (unset, the first start generates one).');
+  }
+  return key;
 }
 
 function bool(value: string | undefined, fallback: boolean): boolean {
@@ -94,7 +130,7 @@ function bool(value: string | undefined, fallback: boolean): boolean {
 
 function vectorEngine(value: string | undefined): Config['vectorEngine'] {
   if (value === undefined || value === 'pgvector' || value === 'lancedb') return value;
-  throw new Error(`VECTOR_ENGINE must be pgvector or lancedb, got "${value}" (Milvus is not built yet)`);
+  throw new ConfigError(`VECTOR_ENGINE must be pgvector or lancedb, got "${value}" (Milvus is not built yet)`);
 }
 
 function text(value: string | undefined): string | undefined {
@@ -104,20 +140,21 @@ function text(value: string | undefined): string | undefined {
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const home = path.resolve(env.TESSERA_HOME ?? '.tessera');
   return {
-    port: int(env.PORT, 8080, 'PORT'),
+    port: port(env.PORT),
     host: env.HOST ?? '0.0.0.0',
     home,
     databaseUrl: text(env.DATABASE_URL),
     databaseInMemory: bool(env.TESSERA_DB_IN_MEMORY, false),
     natsUrl: text(env.NATS_URL),
     natsPrefix: text(env.TESSERA_NATS_PREFIX) ?? 'tessera',
-    adminKey: text(env.TESSERA_ADMIN_KEY),
+    adminKey: adminKey(env.TESSERA_ADMIN_KEY),
     adminEmail: text(env.TESSERA_ADMIN_EMAIL) ?? 'admin@localhost',
     organizationName: text(env.TESSERA_ORG_NAME) ?? 'default',
     planRateLimitPerMinute: int(env.TESSERA_RATE_LIMIT_PER_MINUTE, 0, 'TESSERA_RATE_LIMIT_PER_MINUTE'),
     keyCacheTtlMs: int(env.TESSERA_KEY_CACHE_TTL_MS, 10_000, 'TESSERA_KEY_CACHE_TTL_MS'),
     requestLogFlushMs: int(env.TESSERA_REQUEST_LOG_FLUSH_MS, 1_000, 'TESSERA_REQUEST_LOG_FLUSH_MS'),
-    logLevel: env.LOG_LEVEL ?? 'info',
+    logLevel: logLevel(env.LOG_LEVEL),
+    logFormat: logFormat(env.LOG_FORMAT),
     validateResponses: bool(env.TESSERA_VALIDATE_RESPONSES, false),
     plugins: (env.TESSERA_PLUGINS ?? '')
       .split(',')

@@ -6,6 +6,8 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
+import type { Logger } from 'pino';
+import { databaseStartupError } from '../startup-errors.js';
 
 export type Database = Knex;
 
@@ -30,21 +32,33 @@ export interface DatabaseOptions {
   inMemory: boolean;
   /** A PGlite data dump (tar) to start from instead of running initdb (tests). */
   pgliteTemplate?: Blob;
+  /** Where knex's own warnings go (default: its console output). */
+  log?: Logger;
 }
 
 export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHandle> {
-  if (options.url) return openPostgres(options.url);
+  if (options.url) return openPostgres(options.url, options.log);
   return openPglite(options);
 }
 
-async function openPostgres(url: string): Promise<DatabaseHandle> {
+async function openPostgres(url: string, log: Logger | undefined): Promise<DatabaseHandle> {
+  // Until the first query succeeds, a failure is the one startup line (databaseStartupError), not a logged stack.
+  let reachable = false;
+  const warn = (message: unknown) => (reachable ? log?.warn({ detail: String(message) }, 'database warning') : log?.debug({ detail: String(message) }, 'database warning'));
   const db = knexFactory({
     client: 'pg',
     connection: url,
     pool: { min: 0, max: 10 },
     acquireConnectionTimeout: 30_000,
+    ...(log ? { log: { warn, error: warn, deprecate: warn, debug: (message: unknown) => log.debug({ detail: String(message) }, 'knex') } } : {}),
   });
-  await db.raw('select 1');
+  try {
+    await db.raw('select 1');
+    reachable = true;
+  } catch (err) {
+    await db.destroy();
+    throw databaseStartupError(err, url);
+  }
   const hasPgvector = await db
     .raw('create extension if not exists vector')
     .then(() => true)

@@ -183,7 +183,7 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
     const reply = mapError(err);
     const log = ctx?.log ?? deps.log;
     if (reply.unexpected) log.error({ err, method: req.method, path: req.path }, 'request failed');
-    else if (!(err instanceof AuthenticationError)) log.info({ status: reply.status, msg: (err as Error).message }, 'request refused');
+    else if (!(err instanceof AuthenticationError)) log.info({ status: reply.status, reason: (err as Error).message }, 'request refused');
     if (res.headersSent) return;
     for (const [name, value] of Object.entries(reply.headers)) res.setHeader(name, value);
     res.status(reply.status).json(reply.body);

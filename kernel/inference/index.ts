@@ -63,7 +63,8 @@ export async function startInferenceWorkers(setup: InferenceSetup): Promise<Infe
     plugins: setup.plugins,
     ...(setup.baseDir !== undefined ? { baseDir: setup.baseDir } : {}),
     ...(setup.workers !== undefined ? { size: setup.workers } : {}),
-    log,
+    // The pool names its own component: a child of `log` would write `component` twice in one line.
+    log: setup.log,
   });
   await pool.start();
   const client = new InferenceClient({ ...setup.client, addresses: pool.addresses(), log });

@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Logger } from 'pino';
+import type { LogFormat } from '../logger.js';
 import type { ParentMessage, WorkerMessage, WorkerSpec } from './worker-main.js';
 
 export interface InferenceWorkerPoolOptions {
@@ -23,6 +24,8 @@ export interface InferenceWorkerPoolOptions {
   log: Logger;
   /** The workers' own log level (they log to this process's stdout/stderr). */
   logLevel?: string;
+  /** The workers' log format (default JSON lines): the server's, since they write to its stdout. */
+  logFormat?: LogFormat;
   /** Largest batch a worker hands one `infer` call. */
   maxBatch?: number;
   /** Delay before restarting a dead worker; doubles per consecutive crash up to `maxRestartDelayMs`. */
@@ -166,6 +169,7 @@ export class InferenceWorkerPool {
       host: this.options.host ?? '127.0.0.1',
       port: slot.port,
       logLevel: this.options.logLevel ?? 'info',
+      logFormat: this.options.logFormat ?? 'json',
       ...(this.options.maxBatch !== undefined ? { maxBatch: this.options.maxBatch } : {}),
     };
     const child = fork(file, [], {

@@ -3,7 +3,7 @@
  * TESSERA_INFERENCE_WORKER (JSON, see WorkerSpec), listens, reports its address to the parent over IPC,
  * and drains and exits when the parent says so or goes away (so a crashed server leaves no orphans).
  */
-import { createLogger } from '../logger.js';
+import { createLogger, type LogFormat } from '../logger.js';
 import { serveInference } from './serve.js';
 
 /** Settings the pool hands each child. */
@@ -14,6 +14,7 @@ export interface WorkerSpec {
   /** Preferred port (a restarted worker asks for its old one, so its address stays the same); 0 = any. */
   port: number;
   logLevel: string;
+  logFormat?: LogFormat;
   maxBatch?: number;
 }
 
@@ -33,7 +34,7 @@ function send(message: WorkerMessage): Promise<void> {
 async function main(): Promise<void> {
   const spec = JSON.parse(process.env.TESSERA_INFERENCE_WORKER ?? 'null') as WorkerSpec | null;
   if (!spec) throw new Error('TESSERA_INFERENCE_WORKER is not set: this file is started by InferenceWorkerPool');
-  const log = createLogger(spec.logLevel).child({ component: 'inference-worker', pid: process.pid });
+  const log = createLogger(spec.logLevel, undefined, spec.logFormat).child({ component: 'inference-worker', pid: process.pid });
   let served: Awaited<ReturnType<typeof serveInference>>;
   try {
     served = await serveInference({
