@@ -14,7 +14,7 @@ import { duplicateKeys } from '../support/json-keys.js';
 import {
   allGone,
   commandOf,
-  killTree,
+  killStarted,
   listeningUrl,
   npmStart,
   processTree,
@@ -47,7 +47,7 @@ describe('one TESSERA_HOME, started and stopped as an operator does', () => {
     home = await mkdtemp(path.join(os.tmpdir(), 'tessera-process-'));
   });
   afterAll(async () => {
-    killTree(started.flatMap((pid) => processTree(pid)));
+    killStarted(started);
     await rm(home, { recursive: true, force: true });
   });
 

@@ -100,6 +100,9 @@ export function isRunning(pid: number): boolean {
   return stat !== undefined && stat.state !== 'Z' && stat.state !== 'X';
 }
 
+/** Every pid a tree has been seen holding, so cleanup finds processes that outlived (were orphaned by) their parent. */
+const seen = new Set<number>();
+
 /** The pid and every descendant's, read from /proc now. */
 export function processTree(root: number): number[] {
   const children = new Map<number, number[]>();
@@ -114,6 +117,7 @@ export function processTree(root: number): number[] {
   while (queue.length > 0) {
     const pid = queue.shift()!;
     tree.push(pid);
+    seen.add(pid);
     queue.push(...(children.get(pid) ?? []));
   }
   return tree;
@@ -133,11 +137,14 @@ export async function allGone(pids: readonly number[]): Promise<void> {
   while (pids.some(isRunning)) await new Promise((resolve) => setTimeout(resolve, 50));
 }
 
-/** Kills whatever of a tree still runs (cleanup after a failed test). */
-export function killTree(pids: readonly number[]): void {
-  for (const pid of pids) {
+/** Kills what still runs of the processes these tests started (cleanup after a failed test); only Tessera's own. */
+export function killStarted(roots: readonly number[]): void {
+  for (const root of roots) processTree(root);
+  for (const pid of seen) {
+    const command = commandOf(pid);
+    if (!isRunning(pid) || !/tessera|kernel\/cli\.ts|worker-main|npm start/.test(command)) continue;
     try {
-      if (isRunning(pid)) process.kill(pid, 'SIGKILL');
+      process.kill(pid, 'SIGKILL');
     } catch {
       // Already gone.
     }
