@@ -70,8 +70,10 @@ describe('tessera orgs create', () => {
   });
 
   it('creates an organization with its owner and protected admin-key, directly in the database', async () => {
-    const env = { ...process.env, TESSERA_HOME: home, LOG_LEVEL: 'silent' };
-    const { stdout } = await run(process.execPath, [cli, 'orgs', 'create', 'acme', '--admin-email', 'owner@acme.test'], { env });
+    // Logs at info (the migrations it runs) go to stderr: stdout is the command's result alone.
+    const env = { ...process.env, TESSERA_HOME: home, LOG_LEVEL: 'info', LOG_FORMAT: 'json' };
+    const { stdout, stderr } = await run(process.execPath, [cli, 'orgs', 'create', 'acme', '--admin-email', 'owner@acme.test'], { env });
+    expect(stderr).toContain('database migrated');
     const created = JSON.parse(stdout);
     expect(created).toMatchObject({ name: 'acme', owner_email: 'owner@acme.test' });
     expect(created.organization_id).toMatch(/^org_/);
