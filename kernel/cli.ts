@@ -37,7 +37,8 @@ function processLogger(config: Config, destination?: pino.DestinationStream): Lo
 }
 
 /**
- * SIGTERM (docker, systemd, pm2, `npm start` forwarding it) and SIGINT (Ctrl-C) stop the process once:
+ * SIGTERM (docker, systemd, pm2, `npm start` forwarding it), SIGINT (Ctrl-C) and SIGHUP (its terminal
+ * closed) stop the process once:
  * before it is ready, at once (nothing is served yet; the exit releases the TESSERA_HOME lock and the
  * spawned inference workers see their parent go); after, by draining through `stop`. A repeated signal
  * is ignored: Ctrl-C under npm arrives twice (from the terminal and forwarded by npm).
@@ -63,6 +64,8 @@ function stopOnSignals(log: Logger, draining: string): { ready(stop: () => Promi
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  // The terminal it ran in closed.
+  process.on('SIGHUP', onSignal);
   return { ready: (run) => void (stop = run) };
 }
 

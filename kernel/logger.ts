@@ -49,7 +49,10 @@ export function createLogger(level: string, destination?: DestinationStream, for
           // A terminal is not a pipeline: write each line as it comes, so nothing is lost on exit.
           sync: true,
           translateTime: 'SYS:HH:MM:ss.l',
-          ignore: 'service,pid,hostname',
+          // One line per entry, led by the component that wrote it: `INFO: [tasks] task failed {"task_id":...}`.
+          singleLine: true,
+          messageFormat: '{if component}[{component}] {end}{msg}',
+          ignore: 'service,pid,hostname,component',
         })
       : (destination ?? pino.destination({ sync: false }));
   return pino(
