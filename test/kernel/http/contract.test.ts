@@ -75,6 +75,21 @@ describe('the contract', () => {
     });
   });
 
+  it('answers a Range outside a blob with 416, its size in Content-Range and an ErrorResponse body', async () => {
+    const headers = { 'X-Namespace': 'cursors' };
+    const object = await t.request('POST', '/v1/buckets/src/objects', {
+      key: t.adminKey,
+      headers,
+      body: { key: 'range.txt', blobs: [{ property: 'content', text: 'twelve bytes' }] },
+    });
+    expect(object.status).toBe(201);
+    const got = await t.request('GET', `/v1/buckets/src/objects/${object.body.object_id}?return_presigned_urls=true`, { key: t.adminKey, headers });
+    const res = await fetch(got.body.blobs[0].url, { headers: { Range: 'bytes=100-200' } });
+    expect(res.status).toBe(416);
+    expect(res.headers.get('content-range')).toBe('bytes */12');
+    expect(await res.json()).toMatchObject({ success: false, status: 416, error: { type: 'RangeNotSatisfiableError', message: expect.any(String) } });
+  });
+
   it('answers an unknown query parameter on a public route with the documented 422', async () => {
     const res = await t.request('GET', '/v1/health?verbose=1');
     expect(res.status).toBe(422);
