@@ -1302,7 +1302,7 @@ export interface components {
         };
         ComponentHealth: {
             error?: string;
-            /** @description Which implementation backs the component (pglite */
+            /** @description Which implementation backs the component (pglite, postgres, nats, in-process, ...). */
             kind?: string;
             latency_ms: number | null;
             required: boolean;
@@ -1367,7 +1367,8 @@ export interface components {
             results: components["schemas"]["Document"][];
         };
         DocumentListRequest: {
-            cursor?: string;
+            /** @description The `next_cursor` of the previous page; null or absent for the first page. */
+            cursor?: string | null;
             filters?: components["schemas"]["Filters"];
             /** @default 100 */
             limit?: number;
@@ -1631,7 +1632,7 @@ export interface components {
             namespace_name?: components["schemas"]["NamespaceName"];
         };
         ObjectBlob: {
-            /** @description Sniffed from the bytes */
+            /** @description Sniffed from the bytes, not taken from the client. */
             content_type: string;
             filename: string | null;
             md5: string;
@@ -1642,7 +1643,7 @@ export interface components {
             source: "inline" | "upload" | "url";
             source_url?: string | null;
             type: components["schemas"]["BucketPropertyType"];
-            /** @description Presigned download URL */
+            /** @description Presigned download URL, when asked for. */
             url?: string | null;
             /** Format: date-time */
             url_expires_at?: string | null;
@@ -1689,7 +1690,8 @@ export interface components {
             results: components["schemas"]["BucketObject"][];
         };
         ObjectListRequest: {
-            cursor?: string;
+            /** @description The `next_cursor` of the previous page; null or absent for the first page. */
+            cursor?: string | null;
             filters?: components["schemas"]["Filters"];
             /** @default 100 */
             limit?: number;
@@ -1896,12 +1898,6 @@ export interface components {
         };
         /** @enum {string} */
         UploadStatus: "PENDING" | "IN_PROGRESS" | "PROCESSING" | "COMPLETED" | "COMPLETED_WITH_ERRORS" | "FAILED" | "CANCELED" | "UNKNOWN" | "SKIPPED" | "DRAFT" | "ACTIVE" | "ARCHIVED" | "SUSPENDED";
-        UsageWindow: {
-            /** Format: date-time */
-            end: string;
-            /** Format: date-time */
-            start: string;
-        };
         User: {
             active_key_count: number;
             /** Format: date-time */
@@ -3363,6 +3359,7 @@ export interface operations {
                     "application/json": components["schemas"]["HealthResponse"];
                 };
             };
+            422: components["responses"]["ValidationFailed"];
             /** @description A required component is down. */
             503: {
                 headers: {
@@ -3601,6 +3598,7 @@ export interface operations {
                     };
                 };
             };
+            422: components["responses"]["ValidationFailed"];
         };
     };
     getApiKeyUsage: {
@@ -4098,7 +4096,9 @@ export interface operations {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
             };
         };
     };

@@ -49,6 +49,19 @@ export class PayloadTooLargeError extends ApiError {
   readonly type = 'PayloadTooLargeError';
 }
 
+/** A Range outside the blob (416); the reply's `Content-Range` gives the blob's size. */
+export class RangeNotSatisfiableError extends ApiError {
+  readonly status = 416;
+  readonly type = 'RangeNotSatisfiableError';
+
+  constructor(
+    message: string,
+    readonly size: number,
+  ) {
+    super(message, { size_bytes: size });
+  }
+}
+
 export class RateLimitError extends ApiError {
   readonly status = 429;
   readonly type = 'RateLimitError';

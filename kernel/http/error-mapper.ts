@@ -2,7 +2,7 @@
  * The one place errors become HTTP: typed ApiErrors → `ErrorResponse`, schema violations → 422
  * `HTTPValidationError`, anything else → a 500 with a generic message (details go to the log only).
  */
-import { ApiError, RateLimitError, RequestValidationError, type FieldProblem } from '../errors.js';
+import { ApiError, RangeNotSatisfiableError, RateLimitError, RequestValidationError, type FieldProblem } from '../errors.js';
 
 export interface ErrorReply {
   status: number;
@@ -63,6 +63,7 @@ export function mapError(err: unknown): ErrorReply {
   if (err instanceof ApiError) {
     const headers: Record<string, string> = {};
     if (err instanceof RateLimitError) headers['Retry-After'] = String(err.retryAfterSeconds);
+    if (err instanceof RangeNotSatisfiableError) headers['Content-Range'] = `bytes */${err.size}`;
     return { status: err.status, body: errorBody(err.status, err.type, err.message, err.details), headers, unexpected: false };
   }
   if (err instanceof RequestValidationError) return validationReply(err.problems);

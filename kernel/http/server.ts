@@ -17,6 +17,7 @@ import type { KeyStore } from '../auth/key-store.js';
 import type { RateLimiter } from '../auth/rate-limiter.js';
 import type { RequestContext } from './context.js';
 import { contextOf } from './context.js';
+import { apiDocsRouter } from './docs.js';
 import { errorBody, mapError } from './error-mapper.js';
 import type { AnyHandler } from './handlers.js';
 import { OperationMatcher, operations, type OperationId, type OperationSpec } from './operations.js';
@@ -46,6 +47,8 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
+  // Interactive docs (/docs) are a page for people, not an API operation: served before the operation matcher.
+  app.use(apiDocsRouter());
   const matcher = new OperationMatcher(operations.values());
   const services = servicesOf(deps.container);
 

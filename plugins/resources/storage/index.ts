@@ -4,7 +4,7 @@
  */
 import { attachmentDisposition } from '../../../kernel/blobs/blob-store.js';
 import { verifyBlobToken } from '../../../kernel/blobs/local.js';
-import { InputError, PayloadTooLargeError } from '../../../kernel/errors.js';
+import { InputError, PayloadTooLargeError, RangeNotSatisfiableError } from '../../../kernel/errors.js';
 import { defineResource } from '../../../kernel/plugins.js';
 import { BlobSigningSecret, BlobStore, Clock } from '../../../kernel/tokens.js';
 
@@ -55,9 +55,7 @@ export default defineResource({
       const range = head && rangeHeader ? parseRange(rangeHeader, head.size) : undefined;
       const headers: Record<string, string> = { 'Accept-Ranges': 'bytes' };
       if (grant.filename) headers['Content-Disposition'] = attachmentDisposition(grant.filename);
-      if (range === 'unsatisfiable') {
-        return { status: 416, body: undefined, headers: { ...headers, 'Content-Range': `bytes */${head!.size}` } };
-      }
+      if (range === 'unsatisfiable') throw new RangeNotSatisfiableError(`Range ${rangeHeader} is outside the blob of ${head!.size} bytes`, head!.size);
       const { info, body } = await blobs.get(grant.key, range);
       headers['Content-Type'] = info.contentType;
       headers.ETag = `"${info.md5}"`;

@@ -79,6 +79,7 @@ describe('health', () => {
       expect(res.response.status).toBe(503);
       // The 503 body is a HealthResponse, not an ErrorResponse.
       const body = res.error!;
+      if (!('components' in body)) throw new Error(`expected a HealthResponse, got ${JSON.stringify(body)}`);
       expect(body.status).toBe('down');
       expect(body.components.required_store).toMatchObject({ status: 'down', required: true, latency_ms: null, error: 'store unreachable' });
       expect(body.components.database!.status).toBe('up');
