@@ -890,7 +890,14 @@ export interface paths {
         };
         /** The target of a presigned GET URL of the local blob store. Streams from disk; supports Range. */
         get: operations["getPresignedBlob"];
-        /** The target of a presigned PUT URL of the local blob store. Streams to disk. */
+        /**
+         * The target of a presigned PUT URL of the local blob store. Streams to disk.
+         * @description Accepted only while the upload the URL was issued for is `PENDING` (a second PUT before confirm
+         *     replaces the pending file). Once the upload is confirmed its object never changes through the URL
+         *     (409); after the upload expired, failed or was deleted with its bucket the URL is gone (410). Either
+         *     way: request a new upload. With an S3 blob store the URL is S3's own and cannot be revoked before it
+         *     expires; confirm refuses a file that changed while it was being checked.
+         */
         put: operations["putPresignedBlob"];
         post?: never;
         delete?: never;
@@ -1408,7 +1415,7 @@ export interface components {
                     [key: string]: unknown;
                 };
                 message: string;
-                /** @description InputError, AuthenticationError, NotAllowedError, NotFoundError, ConflictError, RateLimitError, ServiceUnavailableError, InternalError. */
+                /** @description InputError, AuthenticationError, NotAllowedError, NotFoundError, ConflictError, GoneError, RateLimitError, ServiceUnavailableError, InternalError. */
                 type: string;
             };
             status: number;
@@ -4128,6 +4135,24 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            /** @description The upload is already confirmed (or being confirmed); its object cannot be changed through this URL. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The upload expired, failed, or was deleted with its bucket; request a new upload. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             413: components["responses"]["TooLarge"];
         };
     };

@@ -15,6 +15,7 @@ import {
   EventBus,
   Lifecycle,
   ObjectCatalog,
+  PresignedPutGate,
   ReferenceRegistry,
   ResourceIdentifiers,
   TaskQueue,
@@ -30,6 +31,7 @@ import { ObjectStore, type SortField } from './object-store.js';
 import { toBucket, toConfirmation, toObject, toUpload } from './serialize.js';
 import { CLEANUP_TASK, CONFIRM_TASK, UploadService } from './upload-service.js';
 import { UploadStore } from './upload-store.js';
+import { UploadPutGate } from './upload-gate.js';
 
 const Buckets = createToken<BucketService>('buckets.BucketService');
 const Objects = createToken<ObjectService>('buckets.ObjectService');
@@ -85,6 +87,7 @@ export default defineResource({
         })),
     };
     container.bind(ObjectCatalog).toConstantValue(catalog);
+    container.bind(PresignedPutGate).toConstantValue(new UploadPutGate(db, clock));
     container.bind(Uploads).toConstantValue(
       new UploadService(uploadStore, objects, objectStore, ingest, blobs, tasks, events, clock, config.maxUploadBytes),
     );

@@ -68,4 +68,13 @@ export const bucketMigrations: Migration[] = [
       });
     },
   },
+  {
+    // A presigned PUT finds its upload by the key it writes (the upload gate).
+    name: '0002_uploads_storage_key',
+    async up(db) {
+      await db.schema.alterTable('uploads', (t) => {
+        t.index(['storage_key']);
+      });
+    },
+  },
 ];

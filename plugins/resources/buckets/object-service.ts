@@ -3,7 +3,7 @@
  * in the same transaction as the row, blobs removed when the object goes, events after each change.
  */
 import type { Knex } from 'knex';
-import type { BlobStore } from '../../../kernel/blobs/blob-store.js';
+import type { BlobInfo, BlobStore } from '../../../kernel/blobs/blob-store.js';
 import type { Clock } from '../../../kernel/clock.js';
 import { ConflictError, InputError, NotFoundError, RequestValidationError, type FieldProblem } from '../../../kernel/errors.js';
 import type { EventBus } from '../../../kernel/events/event-bus.js';
@@ -166,9 +166,17 @@ export class ObjectService {
     await Promise.allSettled(stored.filter((b) => b.source !== 'upload').map((b) => this.blobs.delete(b.storage_key)));
   }
 
-  /** Creates the object of a confirmed upload (the upload's blob becomes the object's). */
-  async createFromUpload(bucket: BucketRow, upload: UploadRow, contentType: string, trxHook?: (trx: Knex, object: ObjectRow) => Promise<void>): Promise<ObjectRow> {
-    const info = await this.blobs.ensureDigests(upload.storage_key);
+  /**
+   * Creates the object of a confirmed upload (the upload's blob becomes the object's), described by the
+   * `info` confirm verified, never by a second read that could see other bytes.
+   */
+  async createFromUpload(
+    bucket: BucketRow,
+    upload: UploadRow,
+    info: BlobInfo,
+    contentType: string,
+    trxHook?: (trx: Knex, object: ObjectRow) => Promise<void>,
+  ): Promise<ObjectRow> {
     const declared = bucket.schema.properties[upload.property]?.type as PropertyType | undefined;
     const blob = this.ingest.describe(upload.property, upload.storage_key, info, contentType, declared, 0, {
       source: 'upload',

@@ -181,6 +181,7 @@ export class UploadService {
     if (upload.create_object && declared && !contentFits(declared, contentType)) {
       throw new InputError(`The file is ${contentType}, but property '${upload.property}' holds ${declared} content`, { content_type: contentType });
     }
+    await this.refuseIfReplaced(upload, digests);
     const now = this.clock.now();
     const completion: Partial<UploadRow> = {
       status: 'COMPLETED',
@@ -193,7 +194,7 @@ export class UploadService {
     };
     let objectId: string | null = null;
     if (upload.create_object) {
-      const object = await this.objects.createFromUpload(bucket, upload, contentType, async (trx, created) => {
+      const object = await this.objects.createFromUpload(bucket, upload, digests, contentType, async (trx, created) => {
         await this.uploads.update(upload.upload_id, { ...completion, object_id: created.object_id }, trx);
       });
       objectId = object.object_id;
@@ -207,6 +208,20 @@ export class UploadService {
       data: { upload_id: upload.upload_id, bucket_id: upload.bucket_id, object_id: objectId, size_bytes: digests.size },
     });
     return done;
+  }
+
+  /**
+   * The local store's PUTs cannot land once the upload left PENDING (the upload gate). An S3 presigned URL
+   * cannot be revoked, so there a PUT may replace the file while confirm checks it: the object would
+   * then describe bytes it does not hold. Reading the blob's identity once more refuses that case.
+   */
+  private async refuseIfReplaced(upload: UploadRow, verified: BlobInfo): Promise<void> {
+    const now = await this.blobs.head(upload.storage_key);
+    if (!now || now.md5 !== verified.md5 || now.size !== verified.size || now.createdAt.getTime() !== verified.createdAt.getTime()) {
+      throw new ConflictError(`The file of upload '${upload.upload_id}' changed while it was being confirmed; confirm it again`, {
+        upload_id: upload.upload_id,
+      });
+    }
   }
 
   private check(upload: UploadRow, info: BlobInfo): void {
