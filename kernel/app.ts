@@ -190,7 +190,10 @@ async function assembleCore(
   container.bind(T.HealthRegistry).toConstantValue(health);
 
   // Kernel services.
-  const keyStore = new KeyStoreService(db, clock, config.keyCacheTtlMs);
+  const keyStore = new KeyStoreService(db, clock, config.keyCacheTtlMs, {
+    maxEntries: config.unknownKeyCacheSize,
+    ttlMs: config.unknownKeyCacheTtlMs,
+  });
   const tenants = new TenantStoreService(db, keyStore, clock);
   const requestLog = new RequestLogService(db, log.child({ component: 'request-log' }));
   container.bind(T.KeyStore).toConstantValue(keyStore);
@@ -248,10 +251,12 @@ async function serve(core: Core, options: KernelOptions): Promise<Kernel> {
     adminKeyPlaintext: config.adminKey,
   });
 
-  // Key changes made by any process evict that key from every process's cache.
+  // Key changes made by any process evict that key from every process's cache; a minted or rotated
+  // secret must not stay remembered as unknown anywhere.
   const unsubscribe = events.subscribe('api_key.*', (event) => {
     const keyId = event.data.key_id;
     if (typeof keyId === 'string') keyStore.evict(keyId);
+    if (event.type === 'api_key.created' || event.type === 'api_key.rotated') keyStore.forgetUnknownKeys();
   });
   lifecycle.onShutdown('key cache subscription', unsubscribe);
 
@@ -277,7 +282,11 @@ async function serve(core: Core, options: KernelOptions): Promise<Kernel> {
     apiDocument,
     validateResponses: config.validateResponses,
     jsonBodyLimit: config.jsonBodyLimit,
-    authenticator: new Authenticator(keyStore, clock, config.planRateLimitPerMinute),
+    authenticator: new Authenticator(keyStore, clock, config.planRateLimitPerMinute, {
+      limiter: container.get(T.RateLimiter),
+      perMinute: config.unauthenticatedRateLimitPerMinute,
+      trustedProxyHops: config.trustedProxyHops,
+    }),
     authorizer,
     rateLimiter: container.get(T.RateLimiter),
     keyStore,
