@@ -1745,7 +1745,18 @@ export interface components {
         Permission: "read" | "write" | "delete" | "admin";
         ResourceScope: {
             operations?: components["schemas"]["ScopeOperation"][] | null;
-            /** @description A literal id (or name), `*` for all, or a prefix pattern ending in `*` such as `ns_customer_*`. */
+            /**
+             * @description Which resources of `resource_type` the scope covers: a literal id or name, `*` for all, or a prefix
+             *     pattern ending in `*` such as `ns_customer_*`.
+             *
+             *     Buckets, collections and retrievers live in namespaces and their names repeat across namespaces,
+             *     so their scopes name them by id (`bkt_…`, `col_…`, `ret_…`: unique in the organization) or by
+             *     `namespace/name`, where the namespace is a name or `ns_` id and each part may be `*` or a prefix
+             *     pattern: `customer_a/shared`, `customer_*\/shared`, `*\/shared` (every namespace, on purpose),
+             *     `customer_a/*`. A bare name such as `shared` matches only inside the namespaces the key's own
+             *     `namespace` scopes cover; a key without a namespace scope is refused (422) when it names one
+             *     this way. Other resource types never take a `/`.
+             */
             resource_id: string;
             resource_type: components["schemas"]["ResourceType"];
         };
