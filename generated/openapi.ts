@@ -1172,6 +1172,8 @@ export interface components {
             };
             namespace_id: string;
             object_id: string;
+            /** @description The principal who owns the object (null when unowned). */
+            owner_principal?: string | null;
             size_bytes: number;
             /** Format: date-time */
             updated_at: string;
@@ -1685,6 +1687,12 @@ export interface components {
             metadata?: {
                 [key: string]: unknown;
             };
+            /**
+             * @description The end user (principal) who owns the object, as on documents: a user-scoped (`usr_sk_`) key sees
+             *     only objects its `principal_id` owns. Defaults to the creating key's principal for a `usr_sk_` key
+             *     (which cannot name another); other keys with `write` may set it, or leave the object unowned.
+             */
+            owner_principal?: string;
         };
         ObjectDeleted: {
             deleted: boolean;
@@ -1904,6 +1912,12 @@ export interface components {
             metadata?: {
                 [key: string]: unknown;
             };
+            /**
+             * @description The end user (principal) who owns the upload and the object it creates, as on documents: a user-scoped (`usr_sk_`) key sees
+             *     only objects its `principal_id` owns. Defaults to the creating key's principal for a `usr_sk_` key
+             *     (which cannot name another); other keys with `write` may set it, or leave the object unowned.
+             */
+            owner_principal?: string;
             /** @description The blob property the file fills (default the bucket's only blob property, or `content`). */
             property?: string;
         };

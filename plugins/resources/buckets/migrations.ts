@@ -77,4 +77,17 @@ export const bucketMigrations: Migration[] = [
       });
     },
   },
+  {
+    // Objects (and the uploads that make them) belong to a principal, as documents do: usr_sk_ keys see their own.
+    name: '0003_owner_principal',
+    async up(db) {
+      await db.schema.alterTable('objects', (t) => {
+        t.text('owner_principal');
+        t.index(['bucket_id', 'owner_principal']);
+      });
+      await db.schema.alterTable('uploads', (t) => {
+        t.text('owner_principal');
+      });
+    },
+  },
 ];

@@ -30,6 +30,8 @@ export interface UploadInput {
   metadata?: Record<string, unknown>;
   create_object?: boolean;
   expires_in_seconds?: number;
+  /** Resolved by the caller (ownerFor), like an object's. */
+  owner_principal?: string | null;
 }
 
 export interface ConfirmInput {
@@ -60,8 +62,9 @@ export class UploadService {
     private readonly maxUploadBytes: number,
   ) {}
 
-  async get(bucket: BucketRow, uploadId: string): Promise<UploadRow> {
-    const row = await this.uploads.find(bucket.bucket_id, uploadId);
+  /** The upload, if the caller may see it (a user-scoped key's principal sees only its own). */
+  async get(bucket: BucketRow, uploadId: string, principalId: string | null = null): Promise<UploadRow> {
+    const row = await this.uploads.find(bucket.bucket_id, uploadId, principalId);
     if (!row) throw new NotFoundError(`Upload '${uploadId}' not found in bucket '${bucket.bucket_name}'`, { upload_id: uploadId });
     return row;
   }
@@ -118,6 +121,7 @@ export class UploadService {
       task_id: null,
       error: null,
       created_by: createdBy,
+      owner_principal: input.owner_principal ?? null,
       verified_at: null,
       completed_at: null,
       created_at: now,
@@ -127,8 +131,8 @@ export class UploadService {
   }
 
   /** Sync: verifies and completes now. Async: claims the upload (PROCESSING) and hands it to a task. */
-  async confirm(bucket: BucketRow, uploadId: string, input: ConfirmInput, async: boolean): Promise<UploadRow> {
-    const upload = await this.get(bucket, uploadId);
+  async confirm(bucket: BucketRow, uploadId: string, input: ConfirmInput, async: boolean, principalId: string | null = null): Promise<UploadRow> {
+    const upload = await this.get(bucket, uploadId, principalId);
     if (upload.status !== 'PENDING') {
       throw new ConflictError(`Upload '${uploadId}' is already ${upload.status}; it can be confirmed once`, { status: upload.status });
     }
