@@ -80,6 +80,27 @@ describe('object owners', () => {
     expect((await create(keys.bob, 'mine', { owner_principal: 'bob' })).owner_principal).toBe('bob');
   });
 
+  it('gives documents made from an object the object\'s owner, so each principal reads only its own', async () => {
+    const collection = await api(t.adminKey, 'POST', '/v1/collections/create', {
+      collection_name: 'owned-docs',
+      source: { type: 'bucket', bucket_id: 'files' },
+      feature_extractors: [{ feature_extractor_name: 'passthrough_extractor' }],
+    });
+    expect(collection.status).toBe(201);
+    const batch = await api(t.adminKey, 'POST', '/v1/buckets/files/batches', { object_ids: [objects.alice, objects.bob] });
+    expect(batch.status).toBe(201);
+    expect((await api(t.adminKey, 'POST', `/v1/buckets/files/batches/${batch.body.batch_id}/submit`)).status).toBe(202);
+    await expect
+      .poll(async () => (await api(t.adminKey, 'GET', `/v1/buckets/files/batches/${batch.body.batch_id}`)).body.status, { timeout: 60_000, interval: 200 })
+      .toMatch(/^COMPLETED/);
+    const owners = async (key: string) =>
+      ((await api(key, 'POST', '/v1/collections/owned-docs/documents/list', { limit: 100 })).body.results as Array<{ owner_principal: string | null }>)
+        .map((d) => d.owner_principal);
+    expect(await owners(keys.alice)).toEqual(['alice']);
+    expect(await owners(keys.bob)).toEqual(['bob']);
+    expect((await owners(t.adminKey)).sort()).toEqual(['alice', 'bob']);
+  });
+
   it('keeps uploads to their owner: another principal cannot see or confirm them', async () => {
     const upload = await api(keys.alice, 'POST', '/v1/buckets/files/uploads', { filename: 'a.txt' });
     expect(upload.status).toBe(201);
