@@ -890,7 +890,14 @@ export interface paths {
         };
         /** The target of a presigned GET URL of the local blob store. Streams from disk; supports Range. */
         get: operations["getPresignedBlob"];
-        /** The target of a presigned PUT URL of the local blob store. Streams to disk. */
+        /**
+         * The target of a presigned PUT URL of the local blob store. Streams to disk.
+         * @description Accepted only while the upload the URL was issued for is `PENDING` (a second PUT before confirm
+         *     replaces the pending file). Once the upload is confirmed its object never changes through the URL
+         *     (409); after the upload expired, failed or was deleted with its bucket the URL is gone (410). Either
+         *     way: request a new upload. With an S3 blob store the URL is S3's own and cannot be revoked before it
+         *     expires; confirm refuses a file that changed while it was being checked.
+         */
         put: operations["putPresignedBlob"];
         post?: never;
         delete?: never;
@@ -1165,6 +1172,8 @@ export interface components {
             };
             namespace_id: string;
             object_id: string;
+            /** @description The principal who owns the object (null when unowned). */
+            owner_principal?: string | null;
             size_bytes: number;
             /** Format: date-time */
             updated_at: string;
@@ -1409,7 +1418,7 @@ export interface components {
                     [key: string]: unknown;
                 };
                 message: string;
-                /** @description InputError, AuthenticationError, NotAllowedError, NotFoundError, ConflictError, RateLimitError, ServiceUnavailableError, InternalError. */
+                /** @description InputError, AuthenticationError, NotAllowedError, NotFoundError, ConflictError, GoneError, RateLimitError, ServiceUnavailableError, InternalError. */
                 type: string;
             };
             status: number;
@@ -1679,6 +1688,12 @@ export interface components {
             metadata?: {
                 [key: string]: unknown;
             };
+            /**
+             * @description The end user (principal) who owns the object, as on documents: a user-scoped (`usr_sk_`) key sees
+             *     only objects its `principal_id` owns. Defaults to the creating key's principal for a `usr_sk_` key
+             *     (which cannot name another); other keys with `write` may set it, or leave the object unowned.
+             */
+            owner_principal?: string;
         };
         ObjectDeleted: {
             deleted: boolean;
@@ -1740,7 +1755,18 @@ export interface components {
         Permission: "read" | "write" | "delete" | "admin";
         ResourceScope: {
             operations?: components["schemas"]["ScopeOperation"][] | null;
-            /** @description A literal id (or name), `*` for all, or a prefix pattern ending in `*` such as `ns_customer_*`. */
+            /**
+             * @description Which resources of `resource_type` the scope covers: a literal id or name, `*` for all, or a prefix
+             *     pattern ending in `*` such as `ns_customer_*`.
+             *
+             *     Buckets, collections and retrievers live in namespaces and their names repeat across namespaces,
+             *     so their scopes name them by id (`bkt_…`, `col_…`, `ret_…`: unique in the organization) or by
+             *     `namespace/name`, where the namespace is a name or `ns_` id and each part may be `*` or a prefix
+             *     pattern: `customer_a/shared`, `customer_*\/shared`, `*\/shared` (every namespace, on purpose),
+             *     `customer_a/*`. A bare name such as `shared` matches only inside the namespaces the key's own
+             *     `namespace` scopes cover; a key without a namespace scope is refused (422) when it names one
+             *     this way. Other resource types never take a `/`.
+             */
             resource_id: string;
             resource_type: components["schemas"]["ResourceType"];
         };
@@ -1888,6 +1914,12 @@ export interface components {
             metadata?: {
                 [key: string]: unknown;
             };
+            /**
+             * @description The end user (principal) who owns the upload and the object it creates, as on documents: a user-scoped (`usr_sk_`) key sees
+             *     only objects its `principal_id` owns. Defaults to the creating key's principal for a `usr_sk_` key
+             *     (which cannot name another); other keys with `write` may set it, or leave the object unowned.
+             */
+            owner_principal?: string;
             /** @description The blob property the file fills (default the bucket's only blob property, or `content`). */
             property?: string;
         };
@@ -4128,6 +4160,24 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            /** @description The upload is already confirmed (or being confirmed); its object cannot be changed through this URL. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The upload expired, failed, or was deleted with its bucket; request a new upload. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             413: components["responses"]["TooLarge"];
         };
     };

@@ -203,7 +203,10 @@ async function assembleCore(
   container.bind(T.HealthRegistry).toConstantValue(health);
 
   // Kernel services.
-  const keyStore = new KeyStoreService(db, clock, config.keyCacheTtlMs);
+  const keyStore = new KeyStoreService(db, clock, config.keyCacheTtlMs, {
+    maxEntries: config.unknownKeyCacheSize,
+    ttlMs: config.unknownKeyCacheTtlMs,
+  });
   const tenants = new TenantStoreService(db, keyStore, clock);
   const requestLog = new RequestLogService(db, log.child({ component: 'request-log' }));
   container.bind(T.KeyStore).toConstantValue(keyStore);
@@ -265,10 +268,12 @@ async function serve(core: Core, options: KernelOptions): Promise<Kernel> {
   const warnings = bootstrap ? [] : await adminKeyWarnings(keyStore, config);
   for (const warning of warnings) log.warn(warning);
 
-  // Key changes made by any process evict that key from every process's cache.
+  // Key changes made by any process evict that key from every process's cache; a minted or rotated
+  // secret must not stay remembered as unknown anywhere.
   const unsubscribe = events.subscribe('api_key.*', (event) => {
     const keyId = event.data.key_id;
     if (typeof keyId === 'string') keyStore.evict(keyId);
+    if (event.type === 'api_key.created' || event.type === 'api_key.rotated') keyStore.forgetUnknownKeys();
   });
   lifecycle.onShutdown('key cache subscription', unsubscribe);
 
@@ -294,7 +299,11 @@ async function serve(core: Core, options: KernelOptions): Promise<Kernel> {
     apiDocument,
     validateResponses: config.validateResponses,
     jsonBodyLimit: config.jsonBodyLimit,
-    authenticator: new Authenticator(keyStore, clock, config.planRateLimitPerMinute),
+    authenticator: new Authenticator(keyStore, clock, config.planRateLimitPerMinute, {
+      limiter: container.get(T.RateLimiter),
+      perMinute: config.unauthenticatedRateLimitPerMinute,
+      trustedProxyHops: config.trustedProxyHops,
+    }),
     authorizer,
     rateLimiter: container.get(T.RateLimiter),
     keyStore,

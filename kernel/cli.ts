@@ -15,7 +15,7 @@ import { pino } from 'pino';
 import { loadConfig, type Config } from './config.js';
 import { openKernelCore, startKernel, startWorker } from './app.js';
 import { loadPluginModules, PluginRegistry } from './plugins.js';
-import { TenantStore } from './tokens.js';
+import { EventBus, TenantStore } from './tokens.js';
 import { runInferenceCommand } from './inference/index.js';
 import { createLogger, resolveLogFormat, type Logger } from './logger.js';
 import { StartupError } from './startup-errors.js';
@@ -133,6 +133,12 @@ async function createOrganization(name: string, options: { adminEmail: string; a
       name,
       ownerEmail: options.adminEmail,
       adminKeyPlaintext: options.adminKey,
+    });
+    // Running API processes may remember an operator-chosen secret as unknown; this makes them forget it.
+    await core.services.get(EventBus).publish({
+      type: 'api_key.created',
+      organization_id: created.organization.organization_id,
+      data: { key_id: created.adminKey.key_id, name: created.adminKey.name },
     });
     print({
       organization_id: created.organization.organization_id,

@@ -30,6 +30,17 @@ export interface Config {
   planRateLimitPerMinute: number;
   /** How long an authenticated key stays cached before it is read again (ms). */
   keyCacheTtlMs: number;
+  /** How long a secret the database did not know is refused without asking it again (ms; 0 turns it off). */
+  unknownKeyCacheTtlMs: number;
+  /** How many unknown secrets are remembered at most (the oldest goes first). */
+  unknownKeyCacheSize: number;
+  /** Failed or missing-key requests one client address may make per minute before 429 (0: no limit). */
+  unauthenticatedRateLimitPerMinute: number;
+  /**
+   * How many reverse proxies in front of Tessera append to `X-Forwarded-For`; 0 (the default) uses the
+   * socket address and ignores the header, which any client can forge.
+   */
+  trustedProxyHops: number;
   /** How often buffered request-log rows and last_used_at are written (ms). */
   requestLogFlushMs: number;
   logLevel: string;
@@ -152,6 +163,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     organizationName: text(env.TESSERA_ORG_NAME) ?? 'default',
     planRateLimitPerMinute: int(env.TESSERA_RATE_LIMIT_PER_MINUTE, 0, 'TESSERA_RATE_LIMIT_PER_MINUTE'),
     keyCacheTtlMs: int(env.TESSERA_KEY_CACHE_TTL_MS, 10_000, 'TESSERA_KEY_CACHE_TTL_MS'),
+    unknownKeyCacheTtlMs: int(env.TESSERA_UNKNOWN_KEY_CACHE_TTL_MS, 60_000, 'TESSERA_UNKNOWN_KEY_CACHE_TTL_MS'),
+    unknownKeyCacheSize: int(env.TESSERA_UNKNOWN_KEY_CACHE_SIZE, 10_000, 'TESSERA_UNKNOWN_KEY_CACHE_SIZE'),
+    unauthenticatedRateLimitPerMinute: int(
+      env.TESSERA_UNAUTHENTICATED_RATE_LIMIT_PER_MINUTE,
+      120,
+      'TESSERA_UNAUTHENTICATED_RATE_LIMIT_PER_MINUTE',
+    ),
+    trustedProxyHops: int(env.TESSERA_TRUSTED_PROXY_HOPS, 0, 'TESSERA_TRUSTED_PROXY_HOPS'),
     requestLogFlushMs: int(env.TESSERA_REQUEST_LOG_FLUSH_MS, 1_000, 'TESSERA_REQUEST_LOG_FLUSH_MS'),
     logLevel: logLevel(env.LOG_LEVEL),
     logFormat: logFormat(env.LOG_FORMAT),

@@ -44,6 +44,12 @@ export class ConflictError extends ApiError {
   readonly type = 'ConflictError';
 }
 
+/** The thing the request targets existed once and is gone for good: a used, expired or deleted upload URL (410). */
+export class GoneError extends ApiError {
+  readonly status = 410;
+  readonly type = 'GoneError';
+}
+
 export class PayloadTooLargeError extends ApiError {
   readonly status = 413;
   readonly type = 'PayloadTooLargeError';

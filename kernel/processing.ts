@@ -24,6 +24,8 @@ export interface SourceObject {
   blobs: SourceObjectBlob[];
   /** Who created it (the creating key's user email). */
   created_by: string | null;
+  /** The principal who owns it; documents made from it inherit it. */
+  owner_principal: string | null;
   created_at: Date;
 }
 

@@ -22,6 +22,7 @@ import type { ReferenceRegistry as ReferenceRegistryShape } from './references.j
 import type { TaskQueue as TaskQueueShape } from './tasks/task-queue.js';
 import type { CollectionProcessor as CollectionProcessorShape, ObjectCatalog as ObjectCatalogShape } from './processing.js';
 import type { BlobStore as BlobStoreShape } from './blobs/blob-store.js';
+import type { PresignedPutGate as PresignedPutGateShape } from './blobs/put-gate.js';
 import type { VectorIndex as VectorIndexShape } from './vectors/vector-index.js';
 import type { InferenceClient as InferenceClientShape } from './inference/client.js';
 
@@ -78,6 +79,8 @@ export const BlobStore = createToken<BlobStoreShape>('BlobStore');
 export const PublicUrl = createToken<{ current: string }>('PublicUrl');
 /** Signs and verifies the local blob store's presigned URLs. */
 export const BlobSigningSecret = createToken<Buffer>('BlobSigningSecret');
+/** Whether a presigned PUT may still write its key (bound by the plugin that issues upload URLs). */
+export const PresignedPutGate = createToken<PresignedPutGateShape>('PresignedPutGate');
 export const VectorIndex = createToken<VectorIndexShape>('VectorIndex');
 /** The inference client extractors and stages use (gRPC to spawned or remote workers). */
 export const Inference = createToken<InferenceClientShape>('Inference');

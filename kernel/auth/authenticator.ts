@@ -1,11 +1,15 @@
 /**
  * Turns `Authorization: Bearer <key>` (and the request's `Origin`) into the caller's identity, or a
- * typed 401/403. Runs on every authenticated request, so the common case touches no database.
+ * typed 401/403. Runs on every authenticated request, so the common case touches no database, and
+ * neither does a refusal: a secret that cannot be a key is refused by its shape, a secret the database
+ * did not know is remembered (KeyStore), and a client address that keeps failing is limited per minute
+ * (429). The limit counts failures only, so it never slows down a client whose key is valid.
  */
-import { AuthenticationError, NotAllowedError } from '../errors.js';
+import { AuthenticationError, NotAllowedError, RateLimitError } from '../errors.js';
 import type { Clock } from '../clock.js';
-import type { KeyType } from './keys.js';
+import { isAcceptableOperatorKey, type KeyType } from './keys.js';
 import { keyStatus, type KeyRecord, type KeyStore } from './key-store.js';
+import type { RateLimiter } from './rate-limiter.js';
 import { originAllowed } from './origins.js';
 import type { Permission } from './permissions.js';
 import type { ResourceScope } from './scopes.js';
@@ -52,28 +56,92 @@ export function authContextOf(key: KeyRecord, planLimitPerMinute: number): AuthC
 
 const BEARER = /^Bearer[ ]+(\S+)\s*$/i;
 
+export interface UnauthenticatedLimit {
+  limiter: RateLimiter;
+  /** Failed or missing-key requests per client address per minute; 0 turns the limit off. */
+  perMinute: number;
+  /** Reverse proxies trusted to append to `X-Forwarded-For` (0: the socket address is the client). */
+  trustedProxyHops: number;
+}
+
+/** Where a request comes from, as the HTTP layer sees it. */
+export interface RequestOrigin {
+  /** `Origin` header (CORS). */
+  origin: string | undefined;
+  /** The TCP peer. */
+  socketAddress: string | undefined;
+  /** `X-Forwarded-For`, used only when proxies are trusted. */
+  forwardedFor: string | undefined;
+}
+
+/**
+ * The client address a limit applies to: the socket peer, or with `hops` trusted proxies the address the
+ * outermost trusted proxy saw (entries further left are the client's own claims and can be forged).
+ */
+export function clientAddress(socketAddress: string | undefined, forwardedFor: string | undefined, hops: number): string {
+  const socket = (socketAddress ?? 'unknown').replace(/^::ffff:/, '');
+  if (hops <= 0 || !forwardedFor) return socket;
+  const chain = forwardedFor.split(',').map((a) => a.trim()).filter(Boolean);
+  return chain[Math.max(0, chain.length - hops)] ?? socket;
+}
+
 export class Authenticator {
   constructor(
     private readonly keys: KeyStore,
     private readonly clock: Clock,
     private readonly planLimitPerMinute: number,
+    private readonly unauthenticated?: UnauthenticatedLimit,
   ) {}
 
-  async authenticate(authorization: string | undefined, origin: string | undefined): Promise<AuthContext> {
-    if (!authorization) {
-      throw new AuthenticationError('Missing Authorization header: send "Authorization: Bearer <API_KEY>"');
-    }
-    const match = BEARER.exec(authorization);
-    if (!match) throw new AuthenticationError('The Authorization header must use the Bearer scheme');
-    const key = await this.keys.findByPlaintext(match[1]!);
-    if (!key) throw new AuthenticationError('Invalid API key');
+  async authenticate(authorization: string | undefined, request: RequestOrigin): Promise<AuthContext> {
+    const client = this.unauthenticated?.perMinute
+      ? clientAddress(request.socketAddress, request.forwardedFor, this.unauthenticated.trustedProxyHops)
+      : undefined;
+    const key = await this.identify(authorization, client);
     const status = keyStatus(key, this.clock.now());
     if (status === 'expired') {
-      throw new AuthenticationError('API key has expired', { expired_at: key.expires_at?.toISOString() });
+      throw this.refusal(client, new AuthenticationError('API key has expired', { expired_at: key.expires_at?.toISOString() }));
     }
-    if (origin !== undefined && !originAllowed(key.allowed_origins, origin)) {
-      throw new NotAllowedError(`Origin ${origin} is not allowed for this API key`, { origin });
+    if (request.origin !== undefined && !originAllowed(key.allowed_origins, request.origin)) {
+      throw new NotAllowedError(`Origin ${request.origin} is not allowed for this API key`, { origin: request.origin });
     }
     return authContextOf(key, this.planLimitPerMinute);
+  }
+
+  private async identify(authorization: string | undefined, client: string | undefined): Promise<KeyRecord> {
+    if (!authorization) {
+      throw this.refusal(client, new AuthenticationError('Missing Authorization header: send "Authorization: Bearer <API_KEY>"'));
+    }
+    const match = BEARER.exec(authorization);
+    if (!match) throw this.refusal(client, new AuthenticationError('The Authorization header must use the Bearer scheme'));
+    const secret = match[1]!;
+    // Every key Tessera mints or accepts from an operator has this shape: anything else is no key at all.
+    if (!isAcceptableOperatorKey(secret)) throw this.refusal(client, new AuthenticationError('Invalid API key'));
+    const cached = this.keys.findCachedByPlaintext(secret);
+    if (cached) return cached;
+    // An address already over its limit gets no more database lookups this window.
+    if (client !== undefined && this.unauthenticated!.limiter.exhausted(this.subject(client), this.unauthenticated!.perMinute)) {
+      throw this.refusal(client, new AuthenticationError('Invalid API key'));
+    }
+    const key = await this.keys.findByPlaintext(secret);
+    if (!key) throw this.refusal(client, new AuthenticationError('Invalid API key'));
+    return key;
+  }
+
+  private subject(client: string): string {
+    return `unauthenticated:${client}`;
+  }
+
+  /** Counts a failed request against its client address: the refusal itself, or a 429 once over the limit. */
+  private refusal(client: string | undefined, error: AuthenticationError): Error {
+    if (client === undefined) return error;
+    const limit = this.unauthenticated!.perMinute;
+    const decision = this.unauthenticated!.limiter.consume(this.subject(client), limit);
+    if (decision.allowed) return error;
+    return new RateLimitError(
+      `Too many requests without a valid API key from this address (limit ${limit} per minute); retry in ${decision.resetSeconds} s with a valid key`,
+      decision.resetSeconds,
+      { limit, retry_after_seconds: decision.resetSeconds },
+    );
   }
 }

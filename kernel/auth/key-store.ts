@@ -1,7 +1,8 @@
 /**
  * Persistence of API keys, and the hot-path lookup by secret hash. Lookups are cached for a short TTL;
  * every change evicts the key here at once and is announced on the event bus so other API processes
- * evict it too. Expiry is checked against the clock on every request, never cached.
+ * evict it too. Expiry is checked against the clock on every request, never cached. Secrets the
+ * database does not know are remembered too (UnknownKeyCache), until a key is minted or rotated.
  */
 import type { Knex } from 'knex';
 import { newId } from '../ids.js';
@@ -9,6 +10,7 @@ import type { Clock } from '../clock.js';
 import { displayPrefix, hashKey, type KeyType } from './keys.js';
 import type { Permission } from './permissions.js';
 import type { ResourceScope } from './scopes.js';
+import { UnknownKeyCache } from './unknown-keys.js';
 
 /** `expired` is written once a new key takes an expired key's name; until then expiry is computed. */
 export type StoredKeyStatus = 'active' | 'revoked' | 'expired';
@@ -85,16 +87,27 @@ interface CacheEntry {
   cachedUntil: number;
 }
 
+export interface UnknownKeyCacheSettings {
+  maxEntries: number;
+  ttlMs: number;
+}
+
 export class KeyStore {
   private readonly byHash = new Map<string, CacheEntry>();
+  private readonly unknown: UnknownKeyCache;
   private readonly pendingLastUsed = new Map<string, Date>();
   private flushing: Promise<void> = Promise.resolve();
+  /** Database lookups by secret hash so far (what the caches save; read by tests and benchmarks). */
+  lookups = 0;
 
   constructor(
     private readonly db: Knex,
     private readonly clock: Clock,
     private readonly cacheTtlMs: number,
-  ) {}
+    unknownKeys: UnknownKeyCacheSettings = { maxEntries: 0, ttlMs: 0 },
+  ) {
+    this.unknown = new UnknownKeyCache(unknownKeys.maxEntries, unknownKeys.ttlMs);
+  }
 
   private selectKeys(db: Knex) {
     return db('api_keys as k')
@@ -107,14 +120,35 @@ export class KeyStore {
   async findByPlaintext(plaintext: string): Promise<KeyRecord | undefined> {
     const hash = hashKey(plaintext);
     const now = Date.now();
-    const cached = this.byHash.get(hash);
-    if (cached && cached.cachedUntil > now) return cached.record;
+    const cached = this.findCached(hash, now);
+    if (cached) return cached;
+    if (this.unknown.has(hash, now)) return undefined;
+    this.lookups += 1;
     const record = (await this.selectKeys(this.db).where('k.key_hash', hash).where('k.status', 'active').first()) as
       | KeyRecord
       | undefined;
     if (record && this.cacheTtlMs > 0) this.byHash.set(hash, { record, cachedUntil: now + this.cacheTtlMs });
     else this.byHash.delete(hash);
+    if (!record) this.unknown.add(hash, now);
     return record;
+  }
+
+  /** The key of a secret when this process has it cached, without touching the database. */
+  findCachedByPlaintext(plaintext: string): KeyRecord | undefined {
+    return this.findCached(hashKey(plaintext), Date.now());
+  }
+
+  private findCached(hash: string, now: number): KeyRecord | undefined {
+    const cached = this.byHash.get(hash);
+    return cached && cached.cachedUntil > now ? cached.record : undefined;
+  }
+
+  /**
+   * Forgets every secret remembered as unknown: called when a key is minted or rotated in any process
+   * (the event carries no secret or hash, so the whole set goes; minting keys is rare).
+   */
+  forgetUnknownKeys(): void {
+    this.unknown.clear();
   }
 
   /** Drops every cached lookup of this key (its current and any previous secret). */
@@ -126,6 +160,7 @@ export class KeyStore {
 
   async insert(db: Knex, key: NewKey): Promise<KeyRecord> {
     const keyId = newId('key');
+    this.unknown.forget(hashKey(key.plaintext));
     await db('api_keys').insert({
       key_id: keyId,
       organization_id: key.organizationId,
@@ -197,6 +232,7 @@ export class KeyStore {
   }
 
   async replaceSecret(db: Knex, organizationId: string, keyId: string, plaintext: string): Promise<KeyRecord> {
+    this.unknown.forget(hashKey(plaintext));
     await db('api_keys')
       .where({ organization_id: organizationId, key_id: keyId })
       .update({ key_hash: hashKey(plaintext), key_prefix: displayPrefix(plaintext), updated_at: this.clock.now() });

@@ -37,6 +37,12 @@ export class RateLimiter {
     return { allowed: true, limit: limitPerMinute, remaining: limitPerMinute - entry.count, resetSeconds };
   }
 
+  /** Whether `subject` has used up its limit in the current window (consumes nothing). */
+  exhausted(subject: string, limitPerMinute: number): boolean {
+    const entry = this.windows.get(subject);
+    return entry !== undefined && entry.window === Math.floor(this.clock.now().getTime() / WINDOW_MS) && entry.count >= limitPerMinute;
+  }
+
   private dropStale(current: number): void {
     for (const [subject, entry] of this.windows) if (entry.window !== current) this.windows.delete(subject);
   }

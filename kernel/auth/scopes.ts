@@ -5,6 +5,13 @@
  * - a scope of the resource's own type covers that resource (by id or name);
  * - a `namespace` scope covers the namespace and every resource inside it.
  * `resource_id` is a literal, `*`, or a prefix pattern ending in `*`.
+ *
+ * Buckets, collections and retrievers live in namespaces, and their names repeat across namespaces, so a
+ * name alone does not say which one. Their scopes name one by id (`bkt_…`, unique in the organization),
+ * or by `namespace/name` where each part is a literal, `*` or a prefix pattern (`customer_a/shared`,
+ * `customer_x*` + `/shared`, or `*` + `/shared` for every namespace on purpose). A bare name (`shared`,
+ * as keys made before this rule have) matches only inside a namespace one of the key's namespace scopes
+ * covers, never across the organization; new keys cannot name one without such a namespace scope.
  */
 import type { Permission } from './permissions.js';
 
@@ -54,11 +61,80 @@ function anyMatch(pattern: string, candidates: readonly string[]): boolean {
   return candidates.some((c) => patternMatches(pattern, c));
 }
 
-function scopeMatches(scope: ResourceScope, query: ScopeQuery): boolean {
+/** Resource types that live inside a namespace, with the prefix of their ids. */
+export const NAMESPACED_ID_PREFIXES: Partial<Record<ResourceType, string>> = { bucket: 'bkt_', collection: 'col_', retriever: 'ret_' };
+
+const PATTERN_PART = /^(\*|[^*/]+\*?)$/;
+
+/** A namespaced scope's `resource_id`, read: everything, an id (pattern), `namespace/name`, or a bare name. */
+type NamespacedTarget =
+  | { kind: 'any' }
+  | { kind: 'id'; pattern: string }
+  | { kind: 'qualified'; namespace: string; name: string }
+  | { kind: 'bare'; pattern: string };
+
+function namespacedTarget(type: ResourceType, resourceId: string): NamespacedTarget {
+  if (resourceId === '*') return { kind: 'any' };
+  const slash = resourceId.indexOf('/');
+  if (slash >= 0) return { kind: 'qualified', namespace: resourceId.slice(0, slash), name: resourceId.slice(slash + 1) };
+  const idPrefix = NAMESPACED_ID_PREFIXES[type]!;
+  return resourceId.startsWith(idPrefix) ? { kind: 'id', pattern: resourceId } : { kind: 'bare', pattern: resourceId };
+}
+
+/**
+ * Why a scope's `resource_id` cannot be stored, or undefined when it can (checked at key create and update).
+ * `scopes` is the whole list, because a bare name needs a namespace scope to be confined to.
+ */
+export function scopeProblem(scope: ResourceScope, scopes: readonly ResourceScope[]): string | undefined {
+  const idPrefix = NAMESPACED_ID_PREFIXES[scope.resource_type];
+  if (!idPrefix) {
+    return scope.resource_id.includes('/')
+      ? `a ${scope.resource_type} scope names one ${scope.resource_type} by id or name; only bucket, collection and retriever scopes take "namespace/name"`
+      : undefined;
+  }
+  const target = namespacedTarget(scope.resource_type, scope.resource_id);
+  if (target.kind === 'qualified') {
+    if (!PATTERN_PART.test(target.namespace) || !PATTERN_PART.test(target.name)) {
+      return `write "namespace/name", each part a literal, "*" or a prefix ending in "*" (e.g. "customer_*/shared", "*/shared")`;
+    }
+    return undefined;
+  }
+  if (target.kind === 'bare' && !scopes.some((s) => s.resource_type === 'namespace')) {
+    return `the ${scope.resource_type} name '${scope.resource_id}' exists in every namespace that has one: write "namespace/${scope.resource_id}" ` +
+      `(or "*/${scope.resource_id}" to mean every namespace), or a ${idPrefix}… id`;
+  }
+  return undefined;
+}
+
+function namespaceMatches(pattern: string, namespace: { id: string; name: string } | undefined): boolean {
+  if (pattern === '*') return true;
+  return namespace !== undefined && anyMatch(pattern, [namespace.id, namespace.name]);
+}
+
+function namespacedScopeMatches(scope: ResourceScope, query: ScopeQuery, confinedTo: readonly ResourceScope[]): boolean {
+  const target = namespacedTarget(scope.resource_type, scope.resource_id);
+  const identifiers = query.resource.identifiers;
+  switch (target.kind) {
+    case 'any':
+      return true;
+    case 'id':
+      return identifiers === undefined || patternMatches(target.pattern, identifiers[0]!);
+    case 'qualified':
+      if (!namespaceMatches(target.namespace, query.namespace)) return false;
+      return identifiers === undefined || anyMatch(target.name, identifiers);
+    case 'bare':
+      // Only inside a namespace the key's namespace scopes cover.
+      if (!confinedTo.some((s) => query.namespace && anyMatch(s.resource_id, [query.namespace.id, query.namespace.name]))) return false;
+      return identifiers === undefined || anyMatch(target.pattern, identifiers);
+  }
+}
+
+function scopeMatches(scope: ResourceScope, query: ScopeQuery, namespaceScopes: readonly ResourceScope[]): boolean {
   if (scope.operations && !scope.operations.includes(query.operation)) return false;
   if (scope.resource_type === 'organization') return patternMatches(scope.resource_id, query.organizationId);
   if (scope.resource_type === query.resource.type) {
     // A collection-level operation (list) is allowed; its results are filtered item by item.
+    if (NAMESPACED_ID_PREFIXES[scope.resource_type]) return namespacedScopeMatches(scope, query, namespaceScopes);
     return query.resource.identifiers === undefined || anyMatch(scope.resource_id, query.resource.identifiers);
   }
   if (scope.resource_type === 'namespace' && query.namespace) {
@@ -68,7 +144,9 @@ function scopeMatches(scope: ResourceScope, query: ScopeQuery): boolean {
 }
 
 export function scopesAllow(scopes: readonly ResourceScope[], query: ScopeQuery): boolean {
-  return scopes.length === 0 || scopes.some((scope) => scopeMatches(scope, query));
+  if (scopes.length === 0) return true;
+  const namespaceScopes = scopes.filter((s) => s.resource_type === 'namespace');
+  return scopes.some((scope) => scopeMatches(scope, query, namespaceScopes));
 }
 
 /** The scope operations a permission level can ever perform, before scopes narrow them. */

@@ -26,6 +26,12 @@ export interface PutOptions {
   contentType?: string;
   /** Exceeding it rejects with PayloadTooLargeError and leaves nothing stored (an earlier blob under the key stays). */
   maxBytes?: number;
+  /**
+   * Wraps the one step that makes the new bytes visible under the key (after they are all received),
+   * so a caller can hold a lock across it or refuse at the last moment: when it throws, nothing is
+   * stored and the error is the put's.
+   */
+  commit?: (publish: () => Promise<void>) => Promise<void>;
 }
 
 /** Inclusive byte range, as in HTTP `Range: bytes=start-end`; `end` past the blob is clamped. */

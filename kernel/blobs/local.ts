@@ -205,7 +205,8 @@ export class LocalBlobStore implements BlobStore {
         // flush: fsync before close, so the rename below never publishes bytes still only in the page cache.
         handle.createWriteStream({ flush: true }),
       );
-      await rename(tmp, target);
+      const publish = () => rename(tmp, target);
+      await (options.commit ? options.commit(publish) : publish());
     } catch (error) {
       await handle.close().catch(() => undefined);
       await unlink(tmp).catch(() => undefined);

@@ -144,7 +144,7 @@ export class S3BlobStore implements BlobStore {
     const createdAt = this.clock.now();
     if (Buffer.isBuffer(body)) {
       checkBufferSize(body, options.maxBytes);
-      return this.putSmall(key, body, digestBuffer(body), contentType, createdAt);
+      return this.putSmall(key, body, digestBuffer(body), contentType, createdAt, options.commit);
     }
     const meter = new BlobMeter(options.maxBytes);
     // Errors on the source destroy the meter too, so reading the meter sees them.
@@ -156,7 +156,7 @@ export class S3BlobStore implements BlobStore {
       while (headBytes <= this.tuning.singleRequestMaxBytes) {
         const next = await iterator.next();
         if (next.done) {
-          return await this.putSmall(key, Buffer.concat(head, headBytes), meter.digests(), contentType, createdAt);
+          return await this.putSmall(key, Buffer.concat(head, headBytes), meter.digests(), contentType, createdAt, options.commit);
         }
         head.push(next.value);
         headBytes += next.value.length;
@@ -165,20 +165,23 @@ export class S3BlobStore implements BlobStore {
       metered.destroy();
       throw error;
     }
-    return this.putLarge(key, head, iterator, metered, meter, contentType, createdAt);
+    return this.putLarge(key, head, iterator, metered, meter, contentType, createdAt, options.commit);
   }
 
-  private async putSmall(key: string, body: Buffer, d: Digests, contentType: string, createdAt: Date): Promise<BlobInfo> {
-    await this.client.send(
-      new PutObjectCommand({
-        Bucket: this.bucket,
-        Key: key,
-        Body: body,
-        ContentLength: body.length,
-        ContentType: contentType,
-        Metadata: this.metadata(d, createdAt),
-      }),
-    );
+  private async putSmall(key: string, body: Buffer, d: Digests, contentType: string, createdAt: Date, commit?: PutOptions['commit']): Promise<BlobInfo> {
+    const publish = async () => {
+      await this.client.send(
+        new PutObjectCommand({
+          Bucket: this.bucket,
+          Key: key,
+          Body: body,
+          ContentLength: body.length,
+          ContentType: contentType,
+          Metadata: this.metadata(d, createdAt),
+        }),
+      );
+    };
+    await (commit ? commit(publish) : publish());
     return { key, size: d.size, contentType, md5: d.md5, sha256: d.sha256, createdAt };
   }
 
@@ -190,6 +193,7 @@ export class S3BlobStore implements BlobStore {
     meter: BlobMeter,
     contentType: string,
     createdAt: Date,
+    commit?: PutOptions['commit'],
   ): Promise<BlobInfo> {
     const staging = `${RESERVED_PREFIX}${randomUUID()}`;
     async function* rest(): AsyncGenerator<Buffer> {
@@ -209,7 +213,8 @@ export class S3BlobStore implements BlobStore {
       await upload.done();
       uploaded = true;
       const d = meter.digests();
-      await this.copyWithMetadata(staging, key, d.size, contentType, this.metadata(d, createdAt));
+      const publish = () => this.copyWithMetadata(staging, key, d.size, contentType, this.metadata(d, createdAt));
+      await (commit ? commit(publish) : publish());
       return { key, size: d.size, contentType, md5: d.md5, sha256: d.sha256, createdAt };
     } catch (error) {
       metered.destroy();

@@ -115,7 +115,11 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
   async function authenticate(req: Request, res: Response, ctx: RequestContext): Promise<void> {
     if (ctx.operation!.public) return;
     const origin = req.get('origin');
-    ctx.auth = await deps.authenticator.authenticate(req.get('authorization'), origin);
+    ctx.auth = await deps.authenticator.authenticate(req.get('authorization'), {
+      origin,
+      socketAddress: req.socket.remoteAddress,
+      forwardedFor: req.get('x-forwarded-for'),
+    });
     if (origin) {
       res.setHeader('Access-Control-Allow-Origin', origin);
       res.setHeader('Vary', 'Origin');

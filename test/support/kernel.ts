@@ -96,6 +96,8 @@ export async function startTestKernel(options: TestKernelOptions = {}): Promise<
     databaseInMemory: true,
     validateResponses: true,
     logLevel: 'debug',
+    // Every test client shares 127.0.0.1: the per-address limit on failed requests is tested on its own.
+    unauthenticatedRateLimitPerMinute: 0,
     ...options.config,
   };
   if (process.env.TEST_DATABASE_URL && options.config?.databaseUrl === undefined) {

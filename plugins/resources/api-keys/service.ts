@@ -8,10 +8,10 @@ import { diffFields } from '../../../kernel/auth/audit-log.js';
 import { keyStatus, type KeyChanges, type KeyRecord, type KeyStore } from '../../../kernel/auth/key-store.js';
 import { generateKeySecret, type KeyType } from '../../../kernel/auth/keys.js';
 import type { Permission } from '../../../kernel/auth/permissions.js';
-import type { ResourceScope } from '../../../kernel/auth/scopes.js';
+import { scopeProblem, type ResourceScope } from '../../../kernel/auth/scopes.js';
 import type { TenantStore, UserRow } from '../../../kernel/auth/tenants.js';
 import type { Clock } from '../../../kernel/clock.js';
-import { ConflictError, InputError, NotAllowedError, NotFoundError } from '../../../kernel/errors.js';
+import { ConflictError, InputError, NotAllowedError, NotFoundError, RequestValidationError } from '../../../kernel/errors.js';
 import type { EventBus } from '../../../kernel/events/event-bus.js';
 import { isUniqueViolation } from '../../../kernel/http/values.js';
 
@@ -39,6 +39,15 @@ const MUTABLE_FIELDS = ['name', 'description', 'permissions', 'scopes', 'rate_li
 
 function keyTypeFor(principalId: string | null | undefined): KeyType {
   return principalId ? 'user' : 'standard';
+}
+
+/** 422 for scopes whose resource_id could not mean what it says (a bare bucket name across namespaces). */
+function checkScopes(scopes: readonly ResourceScope[]): void {
+  const problems = scopes.flatMap((scope, i) => {
+    const problem = scopeProblem(scope, scopes);
+    return problem ? [{ loc: ['body', 'scopes', i, 'resource_id'], msg: problem, type: 'scope_resource_id' }] : [];
+  });
+  if (problems.length > 0) throw new RequestValidationError(problems);
 }
 
 export class ApiKeyService {
@@ -73,6 +82,7 @@ export class ApiKeyService {
 
   async create(caller: Caller, email: string, settings: KeySettings): Promise<{ key: KeyRecord; plaintext: string }> {
     const user = await this.user(caller.organizationId, email);
+    checkScopes(settings.scopes ?? []);
     const expiresAt = this.futureDate(settings.expires_at);
     const keyType = keyTypeFor(settings.principal_id);
     const plaintext = generateKeySecret(keyType);
@@ -125,7 +135,10 @@ export class ApiKeyService {
     if (patch.name !== undefined) changes.name = patch.name;
     if (patch.description !== undefined) changes.description = patch.description;
     if (patch.permissions !== undefined) changes.permissions = patch.permissions;
-    if (patch.scopes !== undefined) changes.scopes = patch.scopes;
+    if (patch.scopes !== undefined) {
+      checkScopes(patch.scopes);
+      changes.scopes = patch.scopes;
+    }
     if (patch.rate_limit_override !== undefined) changes.rate_limit_override = patch.rate_limit_override;
     if (patch.expires_at !== undefined) changes.expires_at = this.futureDate(patch.expires_at);
     if (patch.allowed_origins !== undefined) changes.allowed_origins = patch.allowed_origins;

@@ -2,6 +2,7 @@
  * Buckets, their objects and uploads: every object's blobs live in the BlobStore, its row in the
  * database. Namespace-scoped: every route resolves X-Namespace first (the kernel does).
  */
+import { NotAllowedError } from '../../../kernel/errors.js';
 import { parseFilter } from '../../../kernel/filters/filter.js';
 import type { RequestContext } from '../../../kernel/http/context.js';
 import { callerOf } from '../../../kernel/http/handlers.js';
@@ -15,6 +16,7 @@ import {
   EventBus,
   Lifecycle,
   ObjectCatalog,
+  PresignedPutGate,
   ReferenceRegistry,
   ResourceIdentifiers,
   TaskQueue,
@@ -30,6 +32,7 @@ import { ObjectStore, type SortField } from './object-store.js';
 import { toBucket, toConfirmation, toObject, toUpload } from './serialize.js';
 import { CLEANUP_TASK, CONFIRM_TASK, UploadService } from './upload-service.js';
 import { UploadStore } from './upload-store.js';
+import { UploadPutGate } from './upload-gate.js';
 
 const Buckets = createToken<BucketService>('buckets.BucketService');
 const Objects = createToken<ObjectService>('buckets.ObjectService');
@@ -48,6 +51,22 @@ function bucketOf(ctx: RequestContext, services: Services, identifier: string): 
 }
 
 const creator = (ctx: RequestContext) => callerOf(ctx).userEmail;
+
+/** A user-scoped (`usr_sk_`) key's principal: what it may see of objects and uploads. Null: everything. */
+const viewer = (ctx: RequestContext) => callerOf(ctx).principalId;
+
+/**
+ * Whom a new object or upload belongs to: a user-scoped key's own principal (it cannot name another);
+ * for other keys (the operation already needs `write`), the principal they name, or nobody.
+ */
+function ownerFor(ctx: RequestContext, requested: string | undefined): string | null {
+  const principal = callerOf(ctx).principalId;
+  if (!principal) return requested ?? null;
+  if (requested !== undefined && requested !== principal) {
+    throw new NotAllowedError(`A user-scoped key creates objects for its own principal only, not for '${requested}'`, { owner_principal: requested });
+  }
+  return principal;
+}
 
 export default defineResource({
   name: 'buckets',
@@ -81,10 +100,12 @@ export default defineResource({
           metadata: row.metadata,
           blobs: row.blobs.map((b) => ({ property: b.property, storage_key: b.storage_key, content_type: b.content_type, size_bytes: b.size_bytes, filename: b.filename })),
           created_by: row.created_by,
+          owner_principal: row.owner_principal,
           created_at: row.created_at,
         })),
     };
     container.bind(ObjectCatalog).toConstantValue(catalog);
+    container.bind(PresignedPutGate).toConstantValue(new UploadPutGate(db, clock));
     container.bind(Uploads).toConstantValue(
       new UploadService(uploadStore, objects, objectStore, ingest, blobs, tasks, events, clock, config.maxUploadBytes),
     );
@@ -168,12 +189,13 @@ export default defineResource({
 
     createObject: async ({ params, body, ctx, services }) => {
       const bucket = await bucketOf(ctx, services, params.bucket_identifier);
-      const row = await services.get(Objects).create(bucket, creator(ctx), body);
+      const row = await services.get(Objects).create(bucket, creator(ctx), { ...body, owner_principal: ownerFor(ctx, body.owner_principal) }, viewer(ctx));
       return { status: 201, body: await toObject(row, services.get(BlobStore), false) };
     },
     createObjects: async ({ params, body, ctx, services }) => {
       const bucket = await bucketOf(ctx, services, params.bucket_identifier);
-      const rows = await services.get(Objects).createMany(bucket, creator(ctx), body.objects);
+      const inputs = body.objects.map((input) => ({ ...input, owner_principal: ownerFor(ctx, input.owner_principal) }));
+      const rows = await services.get(Objects).createMany(bucket, creator(ctx), inputs);
       const blobs = services.get(BlobStore);
       const results = [];
       for (const row of rows) results.push(await toObject(row, blobs, false));
@@ -186,6 +208,7 @@ export default defineResource({
         organizationId: bucket.organization_id,
         sort: 'created_at',
         direction: 'desc',
+        principalId: viewer(ctx),
         limit: query.limit ?? 100,
         ...(query.prefix ? { prefix: query.prefix } : {}),
         ...(query.cursor ? { cursor: query.cursor } : {}),
@@ -201,6 +224,7 @@ export default defineResource({
         organizationId: bucket.organization_id,
         sort: (body.sort?.field ?? 'created_at') as SortField,
         direction: body.sort?.direction ?? 'desc',
+        principalId: viewer(ctx),
         limit: body.limit ?? 100,
         ...(body.filters ? { filter: parseFilter(body.filters) } : {}),
         ...(body.prefix ? { prefix: body.prefix } : {}),
@@ -212,23 +236,23 @@ export default defineResource({
     },
     getObject: async ({ params, query, ctx, services }) => {
       const bucket = await bucketOf(ctx, services, params.bucket_identifier);
-      const row = await services.get(Objects).get(bucket, params.object_id);
+      const row = await services.get(Objects).get(bucket, params.object_id, viewer(ctx));
       return { status: 200, body: await toObject(row, services.get(BlobStore), query.return_presigned_urls ?? true) };
     },
     updateObject: async ({ params, body, ctx, services }) => {
       const bucket = await bucketOf(ctx, services, params.bucket_identifier);
-      const row = await services.get(Objects).updateMetadata(bucket, params.object_id, body.metadata);
+      const row = await services.get(Objects).updateMetadata(bucket, params.object_id, body.metadata, viewer(ctx));
       return { status: 200, body: await toObject(row, services.get(BlobStore), false) };
     },
     deleteObject: async ({ params, ctx, services }) => {
       const bucket = await bucketOf(ctx, services, params.bucket_identifier);
-      const row = await services.get(Objects).delete(bucket, params.object_id);
+      const row = await services.get(Objects).delete(bucket, params.object_id, viewer(ctx));
       return { status: 200, body: { object_id: row.object_id, deleted: true } };
     },
 
     createUpload: async ({ params, body, ctx, services }) => {
       const bucket = await bucketOf(ctx, services, params.bucket_identifier);
-      const { upload, presigned } = await services.get(Uploads).create(bucket, creator(ctx), body);
+      const { upload, presigned } = await services.get(Uploads).create(bucket, creator(ctx), { ...body, owner_principal: ownerFor(ctx, body.owner_principal) });
       return { status: 201, body: toUpload(upload, presigned) };
     },
     listUploads: async ({ params, query, ctx, services }) => {
@@ -238,17 +262,18 @@ export default defineResource({
         query.status as Parameters<UploadStore['list']>[1],
         query.limit ?? 100,
         query.cursor,
+        viewer(ctx),
       );
       return { status: 200, body: { results: rows.map((r) => toUpload(r)), has_next: nextCursor !== null, next_cursor: nextCursor } };
     },
     getUpload: async ({ params, ctx, services }) => {
       const bucket = await bucketOf(ctx, services, params.bucket_identifier);
-      return { status: 200, body: toUpload(await services.get(Uploads).get(bucket, params.upload_id)) };
+      return { status: 200, body: toUpload(await services.get(Uploads).get(bucket, params.upload_id, viewer(ctx))) };
     },
     confirmUpload: async ({ params, query, body, ctx, services }) => {
       const bucket = await bucketOf(ctx, services, params.bucket_identifier);
       const async = query.async ?? false;
-      const row = await services.get(Uploads).confirm(bucket, params.upload_id, body ?? {}, async);
+      const row = await services.get(Uploads).confirm(bucket, params.upload_id, body ?? {}, async, viewer(ctx));
       return async ? { status: 202, body: toConfirmation(row) } : { status: 200, body: toConfirmation(row) };
     },
   },

@@ -68,4 +68,26 @@ export const bucketMigrations: Migration[] = [
       });
     },
   },
+  {
+    // A presigned PUT finds its upload by the key it writes (the upload gate).
+    name: '0002_uploads_storage_key',
+    async up(db) {
+      await db.schema.alterTable('uploads', (t) => {
+        t.index(['storage_key']);
+      });
+    },
+  },
+  {
+    // Objects (and the uploads that make them) belong to a principal, as documents do: usr_sk_ keys see their own.
+    name: '0003_owner_principal',
+    async up(db) {
+      await db.schema.alterTable('objects', (t) => {
+        t.text('owner_principal');
+        t.index(['bucket_id', 'owner_principal']);
+      });
+      await db.schema.alterTable('uploads', (t) => {
+        t.text('owner_principal');
+      });
+    },
+  },
 ];

@@ -3,7 +3,7 @@
  * in the same transaction as the row, blobs removed when the object goes, events after each change.
  */
 import type { Knex } from 'knex';
-import type { BlobStore } from '../../../kernel/blobs/blob-store.js';
+import type { BlobInfo, BlobStore } from '../../../kernel/blobs/blob-store.js';
 import type { Clock } from '../../../kernel/clock.js';
 import { ConflictError, InputError, NotFoundError, RequestValidationError, type FieldProblem } from '../../../kernel/errors.js';
 import type { EventBus } from '../../../kernel/events/event-bus.js';
@@ -20,6 +20,8 @@ export interface ObjectInput {
   key?: string;
   blobs?: BlobInput[];
   metadata?: Record<string, unknown>;
+  /** Resolved by the caller (ownerFor): a user-scoped key's own principal, or what a `write` key named. */
+  owner_principal?: string | null;
 }
 
 export class ObjectService {
@@ -33,13 +35,14 @@ export class ObjectService {
     private readonly clock: Clock,
   ) {}
 
-  async get(bucket: BucketRow, objectId: string): Promise<ObjectRow> {
-    const row = await this.objects.find(bucket.organization_id, bucket.bucket_id, objectId);
+  /** The object, if the caller may see it (a user-scoped key's principal sees only what it owns). */
+  async get(bucket: BucketRow, objectId: string, principalId: string | null = null): Promise<ObjectRow> {
+    const row = await this.objects.find(bucket.organization_id, bucket.bucket_id, objectId, principalId);
     if (!row) throw new NotFoundError(`Object '${objectId}' not found in bucket '${bucket.bucket_name}'`, { object_id: objectId });
     return row;
   }
 
-  async create(bucket: BucketRow, createdBy: string | null, input: ObjectInput): Promise<ObjectRow> {
+  async create(bucket: BucketRow, createdBy: string | null, input: ObjectInput, principalId: string | null = null): Promise<ObjectRow> {
     const problems = this.check(bucket, input, ['body']);
     if (problems.length > 0) throw new RequestValidationError(problems);
     const objectId = newId('obj');
@@ -50,8 +53,16 @@ export class ObjectService {
     const stored: StoredBlob[] = [];
     const uploads: UploadRow[] = [];
     try {
-      await this.storeBlobs(bucket, objectId, input.blobs ?? [], stored, uploads);
-      return await this.insert(bucket, { objectId, key, metadata: input.metadata ?? {}, blobs: stored, createdBy, uploads });
+      await this.storeBlobs(bucket, objectId, input.blobs ?? [], stored, uploads, principalId);
+      return await this.insert(bucket, {
+        objectId,
+        key,
+        metadata: input.metadata ?? {},
+        blobs: stored,
+        createdBy,
+        owner: input.owner_principal ?? null,
+        uploads,
+      });
     } catch (err) {
       // Nothing half-made stays behind: blobs this request stored are removed (uploads keep theirs).
       await this.removeStored(stored);
@@ -96,7 +107,7 @@ export class ObjectService {
         Array.from({ length: Math.min(8, prepared.length) }, async () => {
           while (next < prepared.length) {
             const i = next++;
-            await this.storeBlobs(bucket, prepared[i]!.objectId, prepared[i]!.input.blobs ?? [], stored[i]!, []);
+            await this.storeBlobs(bucket, prepared[i]!.objectId, prepared[i]!.input.blobs ?? [], stored[i]!, [], null);
           }
         }),
       );
@@ -111,6 +122,7 @@ export class ObjectService {
         blobs: stored[i]!,
         size_bytes: stored[i]!.reduce((sum, b) => sum + b.size_bytes, 0),
         created_by: createdBy,
+        owner_principal: input.owner_principal ?? null,
         created_at: now,
         updated_at: now,
       }));
@@ -149,11 +161,18 @@ export class ObjectService {
   }
 
   /** Stores (or adopts, for uploads) an object's blobs, appending each to `stored` as soon as it exists. */
-  private async storeBlobs(bucket: BucketRow, objectId: string, blobs: readonly BlobInput[], stored: StoredBlob[], uploads: UploadRow[]): Promise<void> {
+  private async storeBlobs(
+    bucket: BucketRow,
+    objectId: string,
+    blobs: readonly BlobInput[],
+    stored: StoredBlob[],
+    uploads: UploadRow[],
+    principalId: string | null,
+  ): Promise<void> {
     for (const [index, blob] of blobs.entries()) {
       const declared = (bucket.schema.properties[blob.property]?.type ?? blob.type) as PropertyType | undefined;
       if (blob.upload_id !== undefined) {
-        const upload = await this.finishedUpload(bucket, blob.upload_id, index);
+        const upload = await this.finishedUpload(bucket, blob.upload_id, index, principalId);
         uploads.push(upload);
         stored.push(await this.describeUpload(upload, blob.property, declared, index));
       } else {
@@ -166,9 +185,17 @@ export class ObjectService {
     await Promise.allSettled(stored.filter((b) => b.source !== 'upload').map((b) => this.blobs.delete(b.storage_key)));
   }
 
-  /** Creates the object of a confirmed upload (the upload's blob becomes the object's). */
-  async createFromUpload(bucket: BucketRow, upload: UploadRow, contentType: string, trxHook?: (trx: Knex, object: ObjectRow) => Promise<void>): Promise<ObjectRow> {
-    const info = await this.blobs.ensureDigests(upload.storage_key);
+  /**
+   * Creates the object of a confirmed upload (the upload's blob becomes the object's), described by the
+   * `info` confirm verified, never by a second read that could see other bytes.
+   */
+  async createFromUpload(
+    bucket: BucketRow,
+    upload: UploadRow,
+    info: BlobInfo,
+    contentType: string,
+    trxHook?: (trx: Knex, object: ObjectRow) => Promise<void>,
+  ): Promise<ObjectRow> {
     const declared = bucket.schema.properties[upload.property]?.type as PropertyType | undefined;
     const blob = this.ingest.describe(upload.property, upload.storage_key, info, contentType, declared, 0, {
       source: 'upload',
@@ -182,6 +209,7 @@ export class ObjectService {
       metadata: upload.metadata,
       blobs: [blob],
       createdBy: upload.created_by,
+      owner: upload.owner_principal,
       uploads: [],
       ...(trxHook ? { trxHook } : {}),
     });
@@ -195,6 +223,7 @@ export class ObjectService {
       metadata: Record<string, unknown>;
       blobs: StoredBlob[];
       createdBy: string | null;
+      owner: string | null;
       uploads: UploadRow[];
       trxHook?: (trx: Knex, object: ObjectRow) => Promise<void>;
     },
@@ -210,6 +239,7 @@ export class ObjectService {
       blobs: o.blobs,
       size_bytes: o.blobs.reduce((sum, b) => sum + b.size_bytes, 0),
       created_by: o.createdBy,
+      owner_principal: o.owner,
       created_at: now,
       updated_at: now,
     };
@@ -239,8 +269,8 @@ export class ObjectService {
     });
   }
 
-  async updateMetadata(bucket: BucketRow, objectId: string, metadata: Record<string, unknown>): Promise<ObjectRow> {
-    const before = await this.get(bucket, objectId);
+  async updateMetadata(bucket: BucketRow, objectId: string, metadata: Record<string, unknown>, principalId: string | null = null): Promise<ObjectRow> {
+    const before = await this.get(bucket, objectId, principalId);
     const problems = checkObject(bucket.schema, metadata, before.blobs.map((b) => b.property), {
       metadata: ['body', 'metadata'],
       blobs: ['body', 'blobs'],
@@ -256,8 +286,8 @@ export class ObjectService {
     return { ...before, metadata, updated_at: at };
   }
 
-  async delete(bucket: BucketRow, objectId: string): Promise<ObjectRow> {
-    const row = await this.get(bucket, objectId);
+  async delete(bucket: BucketRow, objectId: string, principalId: string | null = null): Promise<ObjectRow> {
+    const row = await this.get(bucket, objectId, principalId);
     await this.db.transaction(async (trx) => {
       await this.objects.delete(trx, row.object_id);
       await this.buckets.adjustTotals(trx, bucket.bucket_id, -1, -row.size_bytes);
@@ -271,8 +301,10 @@ export class ObjectService {
     return row;
   }
 
-  private async finishedUpload(bucket: BucketRow, uploadId: string, index: number): Promise<UploadRow> {
-    const upload = await this.db<UploadRow>('uploads').where({ upload_id: uploadId, bucket_id: bucket.bucket_id }).first();
+  private async finishedUpload(bucket: BucketRow, uploadId: string, index: number, principalId: string | null): Promise<UploadRow> {
+    const query = this.db<UploadRow>('uploads').where({ upload_id: uploadId, bucket_id: bucket.bucket_id });
+    if (principalId) query.where({ owner_principal: principalId });
+    const upload = await query.first();
     if (!upload) throw new NotFoundError(`Upload '${uploadId}' not found in bucket '${bucket.bucket_name}'`, { upload_id: uploadId });
     if (upload.status !== 'COMPLETED') {
       throw new InputError(`Upload '${uploadId}' is ${upload.status}; confirm it before using it in an object`, { index });

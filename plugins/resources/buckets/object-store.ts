@@ -15,13 +15,22 @@ export interface ObjectRow {
   blobs: StoredBlob[];
   size_bytes: number;
   created_by: string | null;
+  /** The principal (end user) who owns the object; user-scoped keys see only their own. */
+  owner_principal: string | null;
   created_at: Date;
   updated_at: Date;
+}
+
+/** Narrows a query to what a user-scoped key's principal owns; keys without a principal see everything. */
+function ownedBy<Q extends Knex.QueryBuilder>(q: Q, principalId: string | null | undefined): Q {
+  if (principalId) q.where({ owner_principal: principalId });
+  return q;
 }
 
 export type SortField = 'created_at' | 'updated_at' | 'key' | 'size_bytes';
 
 export interface ListQuery {
+  principalId?: string | null;
   bucketId: string;
   organizationId: string;
   filter?: ParsedFilter;
@@ -55,8 +64,8 @@ function decodeListCursor(raw: string, sort: SortField, direction: 'asc' | 'desc
 export class ObjectStore {
   constructor(private readonly db: Knex) {}
 
-  async find(organizationId: string, bucketId: string, objectId: string, db: Knex = this.db): Promise<ObjectRow | undefined> {
-    return db<ObjectRow>('objects').where({ organization_id: organizationId, bucket_id: bucketId, object_id: objectId }).first();
+  async find(organizationId: string, bucketId: string, objectId: string, principalId: string | null = null): Promise<ObjectRow | undefined> {
+    return ownedBy(this.db<ObjectRow>('objects').where({ organization_id: organizationId, bucket_id: bucketId, object_id: objectId }), principalId).first();
   }
 
   /** The bucket's objects among `objectIds`, in one query (batch processing reads them a chunk at a time). */
@@ -98,7 +107,7 @@ export class ObjectStore {
   }
 
   async list(query: ListQuery): Promise<{ rows: ObjectRow[]; nextCursor: string | null }> {
-    const q = this.db<ObjectRow>('objects').where({ organization_id: query.organizationId, bucket_id: query.bucketId });
+    const q = ownedBy(this.db<ObjectRow>('objects').where({ organization_id: query.organizationId, bucket_id: query.bucketId }), query.principalId);
     whereFilter(q, query.filter, resolveField);
     if (query.prefix) q.whereRaw('left(key, length(?)) = ?', [query.prefix, query.prefix]);
     const cmp = query.direction === 'desc' ? '<' : '>';

@@ -35,6 +35,7 @@ export async function toObject(row: ObjectRow, blobs: BlobStore, presign: boolea
     metadata: row.metadata,
     size_bytes: Number(row.size_bytes),
     created_by: row.created_by,
+    owner_principal: row.owner_principal ?? null,
     created_at: iso(row.created_at),
     updated_at: iso(row.updated_at),
     blobs: await Promise.all(

@@ -30,6 +30,8 @@ export interface UploadInput {
   metadata?: Record<string, unknown>;
   create_object?: boolean;
   expires_in_seconds?: number;
+  /** Resolved by the caller (ownerFor), like an object's. */
+  owner_principal?: string | null;
 }
 
 export interface ConfirmInput {
@@ -60,8 +62,9 @@ export class UploadService {
     private readonly maxUploadBytes: number,
   ) {}
 
-  async get(bucket: BucketRow, uploadId: string): Promise<UploadRow> {
-    const row = await this.uploads.find(bucket.bucket_id, uploadId);
+  /** The upload, if the caller may see it (a user-scoped key's principal sees only its own). */
+  async get(bucket: BucketRow, uploadId: string, principalId: string | null = null): Promise<UploadRow> {
+    const row = await this.uploads.find(bucket.bucket_id, uploadId, principalId);
     if (!row) throw new NotFoundError(`Upload '${uploadId}' not found in bucket '${bucket.bucket_name}'`, { upload_id: uploadId });
     return row;
   }
@@ -118,6 +121,7 @@ export class UploadService {
       task_id: null,
       error: null,
       created_by: createdBy,
+      owner_principal: input.owner_principal ?? null,
       verified_at: null,
       completed_at: null,
       created_at: now,
@@ -127,8 +131,8 @@ export class UploadService {
   }
 
   /** Sync: verifies and completes now. Async: claims the upload (PROCESSING) and hands it to a task. */
-  async confirm(bucket: BucketRow, uploadId: string, input: ConfirmInput, async: boolean): Promise<UploadRow> {
-    const upload = await this.get(bucket, uploadId);
+  async confirm(bucket: BucketRow, uploadId: string, input: ConfirmInput, async: boolean, principalId: string | null = null): Promise<UploadRow> {
+    const upload = await this.get(bucket, uploadId, principalId);
     if (upload.status !== 'PENDING') {
       throw new ConflictError(`Upload '${uploadId}' is already ${upload.status}; it can be confirmed once`, { status: upload.status });
     }
@@ -181,6 +185,7 @@ export class UploadService {
     if (upload.create_object && declared && !contentFits(declared, contentType)) {
       throw new InputError(`The file is ${contentType}, but property '${upload.property}' holds ${declared} content`, { content_type: contentType });
     }
+    await this.refuseIfReplaced(upload, digests);
     const now = this.clock.now();
     const completion: Partial<UploadRow> = {
       status: 'COMPLETED',
@@ -193,7 +198,7 @@ export class UploadService {
     };
     let objectId: string | null = null;
     if (upload.create_object) {
-      const object = await this.objects.createFromUpload(bucket, upload, contentType, async (trx, created) => {
+      const object = await this.objects.createFromUpload(bucket, upload, digests, contentType, async (trx, created) => {
         await this.uploads.update(upload.upload_id, { ...completion, object_id: created.object_id }, trx);
       });
       objectId = object.object_id;
@@ -207,6 +212,20 @@ export class UploadService {
       data: { upload_id: upload.upload_id, bucket_id: upload.bucket_id, object_id: objectId, size_bytes: digests.size },
     });
     return done;
+  }
+
+  /**
+   * The local store's PUTs cannot land once the upload left PENDING (the upload gate). An S3 presigned URL
+   * cannot be revoked, so there a PUT may replace the file while confirm checks it: the object would
+   * then describe bytes it does not hold. Reading the blob's identity once more refuses that case.
+   */
+  private async refuseIfReplaced(upload: UploadRow, verified: BlobInfo): Promise<void> {
+    const now = await this.blobs.head(upload.storage_key);
+    if (!now || now.md5 !== verified.md5 || now.size !== verified.size || now.createdAt.getTime() !== verified.createdAt.getTime()) {
+      throw new ConflictError(`The file of upload '${upload.upload_id}' changed while it was being confirmed; confirm it again`, {
+        upload_id: upload.upload_id,
+      });
+    }
   }
 
   private check(upload: UploadRow, info: BlobInfo): void {

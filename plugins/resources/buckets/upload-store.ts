@@ -29,6 +29,8 @@ export interface UploadRow {
   task_id: string | null;
   error: string | null;
   created_by: string | null;
+  /** The principal the upload (and the object it makes) belongs to. */
+  owner_principal: string | null;
   verified_at: Date | null;
   completed_at: Date | null;
   created_at: Date;
@@ -37,8 +39,10 @@ export interface UploadRow {
 export class UploadStore {
   constructor(private readonly db: Knex) {}
 
-  find(bucketId: string, uploadId: string, db: Knex = this.db): Promise<UploadRow | undefined> {
-    return db<UploadRow>('uploads').where({ bucket_id: bucketId, upload_id: uploadId }).first();
+  find(bucketId: string, uploadId: string, principalId: string | null = null): Promise<UploadRow | undefined> {
+    const q = this.db<UploadRow>('uploads').where({ bucket_id: bucketId, upload_id: uploadId });
+    if (principalId) q.where({ owner_principal: principalId });
+    return q.first();
   }
 
   findById(uploadId: string): Promise<UploadRow | undefined> {
@@ -59,8 +63,9 @@ export class UploadStore {
     return count === 1;
   }
 
-  async list(bucketId: string, status: UploadStatus | undefined, limit: number, cursor: string | undefined) {
+  async list(bucketId: string, status: UploadStatus | undefined, limit: number, cursor: string | undefined, principalId: string | null = null) {
     const q = this.db<UploadRow>('uploads').where({ bucket_id: bucketId });
+    if (principalId) q.where({ owner_principal: principalId });
     if (status) q.where({ status });
     if (cursor) {
       const c = decodeCursor<{ t: string; id: string }>(cursor, (v) => typeof v.t === 'string' && typeof v.id === 'string');

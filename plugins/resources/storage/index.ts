@@ -1,12 +1,13 @@
 /**
  * The targets of the local blob store's presigned URLs: PUT streams the request body to disk (hashing
- * it on the way), GET streams the file back with Range support. The signed token is the credential.
+ * it on the way), GET streams the file back with Range support. The signed token is the credential; a PUT
+ * also needs the gate's yes (its upload still PENDING, its bucket still there), before and at commit.
  */
 import { attachmentDisposition } from '../../../kernel/blobs/blob-store.js';
 import { verifyBlobToken } from '../../../kernel/blobs/local.js';
-import { InputError, PayloadTooLargeError, RangeNotSatisfiableError } from '../../../kernel/errors.js';
+import { GoneError, InputError, PayloadTooLargeError, RangeNotSatisfiableError } from '../../../kernel/errors.js';
 import { defineResource } from '../../../kernel/plugins.js';
-import { BlobSigningSecret, BlobStore, Clock } from '../../../kernel/tokens.js';
+import { BlobSigningSecret, BlobStore, Clock, PresignedPutGate } from '../../../kernel/tokens.js';
 
 /** `bytes=start-end` / `bytes=start-` / `bytes=-suffix` → an inclusive range, given the blob size. */
 function parseRange(header: string, size: number): { start: number; end: number } | 'unsatisfiable' | undefined {
@@ -30,6 +31,10 @@ export default defineResource({
   handlers: {
     putPresignedBlob: async ({ params, req, services }) => {
       const grant = verifyBlobToken(params.token, services.get(BlobSigningSecret), services.get(Clock).now(), 'PUT');
+      // A signed URL alone is not enough: the upload it was issued for must still be waiting for its file.
+      const gate = services.tryGet(PresignedPutGate);
+      if (!gate) throw new GoneError('No upload accepts files through this URL any more; request a new upload');
+      await gate.admit(grant.key);
       const sent = req.get('content-type');
       if (grant.contentType && sent?.split(';')[0]?.trim().toLowerCase() !== grant.contentType.toLowerCase()) {
         throw new InputError(`This upload URL requires Content-Type: ${grant.contentType}`, { content_type: sent ?? null });
@@ -43,6 +48,7 @@ export default defineResource({
       const info = await services.get(BlobStore).put(grant.key, req, {
         ...(grant.contentType ?? sent ? { contentType: (grant.contentType ?? sent)! } : {}),
         ...(grant.maxBytes !== undefined ? { maxBytes: grant.maxBytes } : {}),
+        commit: (publish) => gate.commit(grant.key, publish),
       });
       return { status: 200, body: { size_bytes: info.size, etag: info.md5, sha256: info.sha256 }, headers: { ETag: `"${info.md5}"` } };
     },

@@ -147,14 +147,31 @@ describe('scopesAllow', () => {
     });
 
     it('match any of the identifiers a resource answers to', () => {
-      const scopes: ResourceScope[] = [{ resource_type: 'retriever', resource_id: 'search_*' }];
+      const scopes: ResourceScope[] = [{ resource_type: 'retriever', resource_id: '*/search_*' }];
       const query: ScopeQuery = {
         organizationId: ORG,
         resource: { type: 'retriever', identifiers: ['ret_123', 'search_products'] },
+        namespace: NS_A,
         operation: 'execute_retriever',
       };
       expect(scopesAllow(scopes, query)).toBe(true);
       expect(scopesAllow(scopes, { ...query, resource: { type: 'retriever', identifiers: ['ret_123', 'other'] } })).toBe(false);
+    });
+
+    it('confine a bare name of a namespaced resource to the key\'s namespace scopes', () => {
+      const query: ScopeQuery = {
+        organizationId: ORG,
+        resource: { type: 'retriever', identifiers: ['ret_123', 'search_products'] },
+        namespace: NS_A,
+        operation: 'execute_retriever',
+      };
+      expect(scopesAllow([{ resource_type: 'retriever', resource_id: 'search_*' }], query)).toBe(false);
+      const confined: ResourceScope[] = [
+        { resource_type: 'namespace', resource_id: NS_A.name, operations: ['read_data'] },
+        { resource_type: 'retriever', resource_id: 'search_*' },
+      ];
+      expect(scopesAllow(confined, query)).toBe(true);
+      expect(scopesAllow(confined, { ...query, namespace: { id: 'ns_other', name: 'other' } })).toBe(false);
     });
 
     it('do not cover resources of another type', () => {

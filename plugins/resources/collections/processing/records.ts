@@ -38,8 +38,8 @@ export function recordFromObject(object: SourceObject): SourceRecord {
     id: object.object_id,
     rootObjectId: object.object_id,
     sourceDocumentId: null,
-    // Objects record their creator by email, not by principal: user-scoped ownership comes with issue [4].
-    ownerPrincipal: null,
+    // Documents belong to whoever owns the object they come from (user-scoped keys see only their own).
+    ownerPrincipal: object.owner_principal,
     grants: [],
     fields,
     inherited: {},
