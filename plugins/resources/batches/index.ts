@@ -35,6 +35,8 @@ const Store = createToken<BatchStore>('batches.BatchStore');
 /** The stall probe (exported for tests and the CLI). */
 export const BatchHealth = createToken<BatchHealthProbe>('batches.BatchHealthProbe');
 const HEALTH_TASK = 'batches.health';
+/** How often a running chunk looks for a cancel: a canceled batch stops within about this long (plus a record). */
+const CANCEL_CHECK_MS = 500;
 
 async function bucketIdOf(ctx: RequestContext, services: Services, identifier: string): Promise<string> {
   const found = await services.get(ResourceIdentifiers).find('bucket', {
@@ -67,6 +69,7 @@ export default defineResource({
         services.get(TaskQueue),
         services.get(BlobStore),
         services.get(Clock),
+        services.get(RootLogger).child({ plugin: 'batches', component: 'batches' }),
       ),
     );
     const config = services.get(Config);
@@ -92,7 +95,7 @@ export default defineResource({
       services.get(EventBus),
       services.get(Clock),
       log.child({ component: 'batches' }),
-      { chunkSize: config.batchChunkSize },
+      { chunkSize: config.batchChunkSize, cancelCheckMs: CANCEL_CHECK_MS },
     ).register();
     tasks.register(HEALTH_TASK, async () => ({ checked: await services.get(BatchHealth).run() }));
     if (config.batchHealthIntervalMs > 0) {
