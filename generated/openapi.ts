@@ -1314,13 +1314,20 @@ export interface components {
             taxonomy_applications?: components["schemas"]["TaxonomyApplication"][];
         };
         ComponentHealth: {
+            /** @description Figures of the component. task_queue: queued (due tasks not taken), oldest_queued_age_seconds, live_consumers (processes taking tasks); it is degraded when a task has waited longer than TESSERA_TASK_WAIT_WARN_MS and no process takes tasks. */
+            details?: {
+                [key: string]: unknown;
+            };
             error?: string;
             /** @description Which implementation backs the component (pglite */
             kind?: string;
             latency_ms: number | null;
             required: boolean;
-            /** @enum {string} */
-            status: "up" | "down";
+            /**
+             * @description degraded: it answers but does not work as it should (see error).
+             * @enum {string}
+             */
+            status: "up" | "degraded" | "down";
         };
         DailyUsage: {
             credits: number;

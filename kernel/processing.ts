@@ -30,6 +30,11 @@ export interface SourceObject {
 export interface ObjectCatalog {
   /** The objects of one bucket among `objectIds` (unknown or foreign ids are simply absent). */
   find(organizationId: string, bucketId: string, objectIds: readonly string[]): Promise<SourceObject[]>;
+  /**
+   * The fields a record of this bucket can have (its schema's metadata and blob properties, `object_id`
+   * and `key`), or null when the bucket has no schema and its objects may have any field.
+   */
+  fieldsOf(organizationId: string, bucketId: string): Promise<string[] | null>;
 }
 
 /** A typed processing error as batches report it (TierTaskInfo.errors[]). */

@@ -17,6 +17,7 @@ import {
   ObjectCatalog,
   ResourceIdentifiers,
   RootLogger,
+  TaskBacklog,
   TaskQueue,
   VectorIndex,
   createToken,
@@ -50,7 +51,20 @@ async function bucketIdOf(ctx: RequestContext, services: Services, identifier: s
 
 async function view(services: Services, row: BatchRow) {
   const chunks = row.status === 'DRAFT' ? [] : await services.get(Store).allChunks(row.batch_id);
-  return toBatch(row, progressOf(row, chunks, services.get(Clock).now()));
+  return toBatch(row, { ...progressOf(row, chunks, services.get(Clock).now()), ...(await waitingOf(services, row)) });
+}
+
+/** A running batch whose tasks sit queued while no process takes tasks says so (nothing will move it). */
+async function waitingOf(services: Services, row: BatchRow): Promise<{ waiting_for_worker: boolean; status_message: string | null }> {
+  if (row.status !== 'PENDING' && row.status !== 'IN_PROGRESS') return { waiting_for_worker: false, status_message: null };
+  const backlog = await services.get(TaskBacklog).report(`batch:${row.batch_id}:`);
+  if (!backlog.waiting_for_worker) return { waiting_for_worker: false, status_message: null };
+  return {
+    waiting_for_worker: true,
+    status_message:
+      `Waiting for a worker: ${backlog.queued} task(s) of this batch queued for ${backlog.oldest_queued_age_seconds} s and no process is taking tasks. ` +
+      'Start `tessera worker`, or run the server with TESSERA_RUN_TASKS=true.',
+  };
 }
 
 export default defineResource({
