@@ -222,7 +222,13 @@ export class BatchRunner {
       this.store
         .find(payload.organization_id, payload.batch_id)
         .then((batch) => {
-          if (!batch || batch.generation !== payload.generation || batch.status !== 'IN_PROGRESS') controller.abort();
+          if (!batch || batch.generation !== payload.generation || batch.status !== 'IN_PROGRESS') {
+            this.log.info(
+              { batch_id: payload.batch_id, collection_id: payload.collection_id, chunk_index: payload.chunk_index, batch_status: batch?.status ?? 'deleted' },
+              'batch chunk stopping: its batch was canceled, retried or deleted',
+            );
+            controller.abort();
+          }
         })
         .catch((err: unknown) => this.log.warn({ err, batch_id: payload.batch_id }, 'could not check whether the batch was canceled'))
         .finally(() => (checking = false));
