@@ -1075,7 +1075,7 @@ export interface components {
             collection_name?: string | null;
             /** @description The extractor or part that failed. */
             component?: string | null;
-            /** @description e.g. validation (bad input), dependency (a service it needs failed), missing_input, extraction, internal */
+            /** @description e.g. validation (bad input), dependency (a service it needs failed), extraction, internal. A record an extractor cannot read is not an error: it is skipped and counted in TierTaskInfo.documents_skipped. */
             error_type: string;
             message: string;
             metadata?: {
@@ -1114,7 +1114,7 @@ export interface components {
             records_total: number;
             /** Format: date-time */
             started_at?: string | null;
-            /** @description What the batch is waiting for */
+            /** @description What the batch is waiting for, when it waits. */
             status_message?: string | null;
             /** Format: date-time */
             updated_at?: string | null;

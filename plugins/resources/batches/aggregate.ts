@@ -121,6 +121,7 @@ export function aggregateTier(base: TierTaskInfo, chunks: readonly ChunkRow[], n
     skipped_reasons: {},
   };
   const reasons: Record<string, number> = {};
+  let skipped = 0;
   for (const [, , entry] of entriesOf(ledger)) {
     const ran = entry.state !== 'pending' && entry.state !== 'unrun';
     if (ran && entry.state !== 'gone') info.source_documents_fetched += 1;
@@ -128,11 +129,12 @@ export function aggregateTier(base: TierTaskInfo, chunks: readonly ChunkRow[], n
     if (entry.submitted) info.documents_submitted_to_engine += 1;
     info.documents_written += entry.documents;
     if (entry.state === 'skipped') {
-      info.documents_skipped! += 1;
+      skipped += 1;
       const reason = entry.skip_reason ?? 'no_input_field';
       reasons[reason] = (reasons[reason] ?? 0) + 1;
     }
   }
+  info.documents_skipped = skipped;
   info.skipped_reasons = reasons;
   info.documents_missing_input_fields = reasons.no_input_field ?? 0;
 
