@@ -1076,9 +1076,13 @@ export interface components {
             affected_count: number;
             /** @description Source objects (tier 0) or source documents that this error kept from being processed. */
             affected_document_ids: string[];
+            /** @description The collection whose processing failed. */
+            collection_id?: string | null;
+            /** @description That collection's name (as it was when the error happened). */
+            collection_name?: string | null;
             /** @description The extractor or part that failed. */
             component?: string | null;
-            /** @description e.g. validation (bad input), dependency (a service it needs failed), missing_input, extraction, internal */
+            /** @description e.g. validation (bad input), dependency (a service it needs failed), extraction, internal. A record an extractor cannot read is not an error: it is skipped and counted in TierTaskInfo.documents_skipped. */
             error_type: string;
             message: string;
             metadata?: {
@@ -1099,21 +1103,30 @@ export interface components {
         BatchObjectsRequest: {
             object_ids: string[];
         };
-        /** @description Source records are objects at tier 0 and source documents at later tiers; later tiers add to the total when they start. */
+        /** @description Counts source records — objects at tier 0, source documents at later tiers — once each, however many collections read them; later tiers add to the total when they start. A record is done once every collection reading it has a final result for it (written, skipped, filtered out, or failed). percent, rate_per_second and eta_seconds use that one unit, so they agree. */
         BatchProgress: {
+            /** @description Documents written by every run of the batch. */
             documents_written: number;
-            /** @description Estimated seconds left for the tiers known so far. */
+            /** @description (records_total − records_done) / rate_per_second: seconds left for the tiers started so far. */
             eta_seconds?: number | null;
+            /** @description records_done / records_total × 100. */
             percent: number;
-            /** @description Source records per second since processing started. */
+            /** @description Records done by the current run per second since it started (a retry starts a new run). */
             rate_per_second?: number | null;
             records_done: number;
+            /** @description Done records that failed in at least one collection. */
             records_failed?: number;
+            /** @description Done records no collection could read (none failed or processed them). */
+            records_skipped?: number;
             records_total: number;
             /** Format: date-time */
             started_at?: string | null;
+            /** @description What the batch is waiting for, when it waits. */
+            status_message?: string | null;
             /** Format: date-time */
             updated_at?: string | null;
+            /** @description True while the batch's tasks have been queued longer than TESSERA_TASK_WAIT_WARN_MS and no process is taking tasks (the server runs with TESSERA_RUN_TASKS=false and no `tessera worker` is up). */
+            waiting_for_worker?: boolean;
         };
         BatchUpdateRequest: {
             metadata: {
@@ -1310,13 +1323,20 @@ export interface components {
             taxonomy_applications?: components["schemas"]["TaxonomyApplication"][];
         };
         ComponentHealth: {
+            /** @description Figures of the component. task_queue: queued (due tasks not taken), oldest_queued_age_seconds, live_consumers (processes taking tasks); it is degraded when a task has waited longer than TESSERA_TASK_WAIT_WARN_MS and no process takes tasks. */
+            details?: {
+                [key: string]: unknown;
+            };
             error?: string;
             /** @description Which implementation backs the component (pglite, postgres, nats, in-process, ...). */
             kind?: string;
             latency_ms: number | null;
             required: boolean;
-            /** @enum {string} */
-            status: "up" | "down";
+            /**
+             * @description degraded: it answers but does not work as it should (see error).
+             * @enum {string}
+             */
+            status: "up" | "degraded" | "down";
         };
         DailyUsage: {
             credits: number;
@@ -1463,6 +1483,8 @@ export interface components {
             collection_ids: string[];
             /** Format: date-time */
             completed_at?: string | null;
+            /** @description Source records this extractor could not read (see TierTaskInfo.skipped_reasons). */
+            documents_skipped?: number;
             documents_written: number;
             duration_ms?: number | null;
             error?: string | null;
@@ -1795,7 +1817,10 @@ export interface components {
             execution_count: number;
             max_time_ms: number;
             stage_name: string;
+            /** @description Time summed over every execution (records run side by side each count their own time). */
             total_time_ms: number;
+            /** @description Clock time during which the stage was running at all: at most total_time_ms when executions overlap. */
+            wall_time_ms?: number;
         };
         StoredBlob: {
             etag: string;
@@ -1816,14 +1841,19 @@ export interface components {
             timestamp: string;
             total_time_ms: number;
         };
+        /** @description One tier of the batch. Counters count (collection, source record) pairs by each record's latest run: a retry runs again only the records that failed or never ran, and what earlier runs wrote stays counted. */
         TierTaskInfo: {
             celery_task_id?: string | null;
             collection_ids: string[];
             /** Format: date-time */
             completed_at?: string | null;
             documents_after_source_filter: number;
+            /** @description Records skipped because they have no field an extractor reads (skipped_reasons.no_input_field). */
             documents_missing_input_fields: number;
+            /** @description Source records no extractor of their collection could read: skipped, not failed. A skipped record is done; a batch whose records all succeeded or were skipped is COMPLETED. */
+            documents_skipped?: number;
             documents_submitted_to_engine: number;
+            /** @description Documents written, by every run of the batch (a retry runs only what had not succeeded, so nothing counts twice). */
             documents_written: number;
             duration_ms?: number | null;
             error_summary?: {
@@ -1834,6 +1864,10 @@ export interface components {
             parent_task_id?: string | null;
             performance?: components["schemas"]["TierPerformance"] | null;
             ray_job_id?: string | null;
+            /** @description Skipped records by reason: `unsupported_type` (the input is a type the extractor does not accept, such as an image for text_extractor) and `no_input_field` (the record has no field the extractor reads). */
+            skipped_reasons?: {
+                [key: string]: number;
+            };
             source_collection_ids: string[];
             source_documents_fetched: number;
             /** @enum {string} */

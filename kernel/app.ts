@@ -39,6 +39,7 @@ import { ResourceIdentifiers as ResourceIdentifiersService } from './auth/resour
 import { ReferenceRegistry as ReferenceRegistryService } from './references.js';
 import { DatabaseTaskQueue, taskMigrations } from './tasks/task-queue.js';
 import { NatsTaskQueue } from './tasks/nats-task-queue.js';
+import { TaskBacklog, TaskConsumerPresence, taskConsumerMigrations } from './tasks/consumers.js';
 import { createBlobStore } from './blobs/index.js';
 import { signingSecret } from './secrets.js';
 import { chooseEngine, createVectorIndex } from './vectors/index.js';
@@ -239,12 +240,27 @@ async function assembleCore(
   // Also reached without serve() (operator commands): stop() is idempotent and closes the NATS connection.
   lifecycle.onShutdown('task queue', () => tasks.stop());
   container.bind(T.TaskQueue).toConstantValue(tasks);
+  const backlog = new TaskBacklog(db, clock, config.taskWaitWarnMs);
+  container.bind(T.TaskBacklog).toConstantValue(backlog);
+  health.register({
+    name: 'task_queue',
+    kind: config.natsUrl ? 'nats' : 'database',
+    required: false,
+    probe: async () => {
+      const { waiting_for_worker: waiting, ...details } = await backlog.report();
+      if (!waiting) return { details };
+      return {
+        degraded: `no process is taking tasks: ${details.queued} task(s) queued, the oldest for ${details.oldest_queued_age_seconds} s; start \`tessera worker\` or run the server with TESSERA_RUN_TASKS=true`,
+        details,
+      };
+    },
+  });
 
   const services = T.servicesOf(container);
   for (const resource of registry.resources) resource.services?.(container, services);
 
   const migrationSets: MigrationSet[] = [
-    { owner: 'kernel', migrations: [...authMigrations, ...requestLogMigrations, ...taskMigrations] },
+    { owner: 'kernel', migrations: [...authMigrations, ...requestLogMigrations, ...taskMigrations, ...taskConsumerMigrations] },
     ...registry.resources.map((r) => ({ owner: r.name, migrations: r.migrations ?? [] })),
   ];
   const applied = await runMigrations(db, migrationSets);
@@ -314,11 +330,7 @@ async function serve(core: Core, options: KernelOptions): Promise<Kernel> {
   await startInference(core, options);
 
   // Background tasks stop after the HTTP server has drained (shutdown hooks run in reverse).
-  if (config.runTasks) {
-    const tasks = services.get(T.TaskQueue);
-    tasks.start();
-    lifecycle.onShutdown('task runner', () => tasks.stop());
-  }
+  if (config.runTasks) await startTaskRunner(core, config);
 
   await lifecycle.start();
   const server = await listen(app, config.port, config.host);
@@ -347,6 +359,18 @@ async function setupPlugins(core: Core, config: ConfigShape): Promise<void> {
   for (const resource of registry.resources) await resource.setup?.({ ...pluginContext, log: log.child({ plugin: resource.name }) });
 }
 
+/** Takes tasks in this process, and says so in `task_consumers` (health and batches look there for a worker). */
+async function startTaskRunner(core: Core, config: ConfigShape): Promise<void> {
+  const tasks = core.services.get(T.TaskQueue);
+  const presence = new TaskConsumerPresence(core.services.get(T.DatabaseHandle).db, core.clock, core.log.child({ component: 'tasks' }), config.natsUrl ? 'nats' : 'database');
+  await presence.start();
+  tasks.start();
+  core.lifecycle.onShutdown('task runner', async () => {
+    await tasks.stop();
+    await presence.stop();
+  });
+}
+
 /** A task consumer without HTTP (`tessera worker`): scales batch processing out beside the API processes. */
 export interface Worker {
   services: T.Services;
@@ -358,9 +382,7 @@ export async function startWorker(options: KernelOptions): Promise<Worker> {
   try {
     await setupPlugins(core, options.config);
     await startInference(core, options);
-    const tasks = core.services.get(T.TaskQueue);
-    tasks.start();
-    core.lifecycle.onShutdown('task runner', () => tasks.stop());
+    await startTaskRunner(core, options.config);
     await core.lifecycle.start();
     core.log.info('worker running tasks');
     return { services: core.services, stop: () => core.lifecycle.stop() };

@@ -79,6 +79,8 @@ export interface Config {
   taskConcurrency: number;
   /** Whether `tessera serve` also runs background tasks (turn off when `tessera worker` processes do). */
   runTasks: boolean;
+  /** A due task waiting this long while no process takes tasks makes health `degraded` and batches say they wait for a worker. */
+  taskWaitWarnMs: number;
   /** Source records per batch chunk task (smaller: finer progress and retries; larger: fewer tasks). */
   batchChunkSize: number;
   /** How often running batches are checked for stalls (0 turns the probe off). */
@@ -206,6 +208,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     taskLeaseMs: Math.max(300, int(env.TESSERA_TASK_LEASE_MS, 60_000, 'TESSERA_TASK_LEASE_MS')),
     taskConcurrency: Math.max(1, int(env.TESSERA_TASK_CONCURRENCY, 2, 'TESSERA_TASK_CONCURRENCY')),
     runTasks: env.TESSERA_RUN_TASKS === undefined ? true : !['0', 'false', 'no', 'off'].includes(env.TESSERA_RUN_TASKS.toLowerCase()),
+    taskWaitWarnMs: int(env.TESSERA_TASK_WAIT_WARN_MS, 5_000, 'TESSERA_TASK_WAIT_WARN_MS'),
     batchChunkSize: Math.max(1, int(env.TESSERA_BATCH_CHUNK_SIZE, 64, 'TESSERA_BATCH_CHUNK_SIZE')),
     batchHealthIntervalMs: int(env.TESSERA_BATCH_HEALTH_INTERVAL_MS, 30_000, 'TESSERA_BATCH_HEALTH_INTERVAL_MS'),
     batchStallAfterMs: int(env.TESSERA_BATCH_STALL_AFTER_MS, 300_000, 'TESSERA_BATCH_STALL_AFTER_MS'),

@@ -1,18 +1,25 @@
 /** Health checks of backing components. Each part registers its own; GET /v1/health runs them all. */
 export interface ComponentReport {
-  status: 'up' | 'down';
+  status: 'up' | 'degraded' | 'down';
   required: boolean;
   latency_ms: number | null;
   kind?: string;
   error?: string;
+  details?: Record<string, unknown>;
+}
+
+/** What a probe may say beyond "it answered": that the component works but not as it should, and figures. */
+export interface ProbeResult {
+  degraded?: string;
+  details?: Record<string, unknown>;
 }
 
 export interface HealthCheck {
   name: string;
   kind: string;
   required: boolean;
-  /** Resolves when the component answers; throws when it does not. */
-  probe(): Promise<void>;
+  /** Resolves when the component answers (optionally saying it is degraded); throws when it does not. */
+  probe(): Promise<void | ProbeResult>;
 }
 
 export interface HealthReport {
@@ -36,17 +43,19 @@ export class HealthRegistry {
         const started = performance.now();
         let timer: NodeJS.Timeout | undefined;
         try {
-          await Promise.race([
+          const result = await Promise.race([
             check.probe(),
-            new Promise((_, reject) => {
+            new Promise<never>((_, reject) => {
               timer = setTimeout(() => reject(new Error(`no answer within ${PROBE_TIMEOUT_MS} ms`)), PROBE_TIMEOUT_MS);
             }),
           ]);
           components[check.name] = {
-            status: 'up',
+            status: result?.degraded ? 'degraded' : 'up',
             required: check.required,
             kind: check.kind,
             latency_ms: Math.round((performance.now() - started) * 100) / 100,
+            ...(result?.degraded ? { error: result.degraded } : {}),
+            ...(result?.details ? { details: result.details } : {}),
           };
         } catch (err) {
           components[check.name] = {
@@ -62,7 +71,8 @@ export class HealthRegistry {
       }),
     );
     const down = Object.values(components).filter((c) => c.status === 'down');
-    const status = down.some((c) => c.required) ? 'down' : down.length > 0 ? 'degraded' : 'ok';
+    const degraded = Object.values(components).some((c) => c.status === 'degraded');
+    const status = down.some((c) => c.required) ? 'down' : down.length > 0 || degraded ? 'degraded' : 'ok';
     return { status, components };
   }
 }

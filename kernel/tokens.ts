@@ -20,6 +20,7 @@ import type { PluginRegistry as PluginRegistryShape } from './plugins.js';
 import type { ResourceIdentifiers as ResourceIdentifiersShape } from './auth/resource-identifiers.js';
 import type { ReferenceRegistry as ReferenceRegistryShape } from './references.js';
 import type { TaskQueue as TaskQueueShape } from './tasks/task-queue.js';
+import type { TaskBacklog as TaskBacklogShape } from './tasks/consumers.js';
 import type { CollectionProcessor as CollectionProcessorShape, ObjectCatalog as ObjectCatalogShape } from './processing.js';
 import type { BlobStore as BlobStoreShape } from './blobs/blob-store.js';
 import type { PresignedPutGate as PresignedPutGateShape } from './blobs/put-gate.js';
@@ -74,6 +75,8 @@ export const ApiDocument = createToken<Record<string, unknown>>('ApiDocument');
 export const ResourceIdentifiers = createToken<ResourceIdentifiersShape>('ResourceIdentifiers');
 export const ReferenceRegistry = createToken<ReferenceRegistryShape>('ReferenceRegistry');
 export const TaskQueue = createToken<TaskQueueShape>('TaskQueue');
+/** Whether anyone takes tasks and how long the oldest has waited (health, batches waiting for a worker). */
+export const TaskBacklog = createToken<TaskBacklogShape>('TaskBacklog');
 export const BlobStore = createToken<BlobStoreShape>('BlobStore');
 /** The base URL clients reach this API at (set once the server listens, unless configured). */
 export const PublicUrl = createToken<{ current: string }>('PublicUrl');

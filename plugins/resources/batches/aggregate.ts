@@ -1,9 +1,11 @@
 /**
  * A tier's TierTaskInfo is computed from its chunks' outcomes (each chunk's outcome is stored once, so a
- * redelivered chunk never counts twice), and the batch's progress from all its chunks.
+ * redelivered chunk never counts twice; see ledger.ts for how runs of a retried batch add up), and the
+ * batch's progress from all its chunks.
  */
 import type { components } from '../../../generated/openapi.js';
 import type { ProcessingError, StageSample } from '../../../kernel/processing.js';
+import { entriesOf, tierLedger, type LedgerEntry, type LedgerState, type TierLedger } from './ledger.js';
 import type { BatchRow, BatchStatus, ChunkRow, TierTaskInfo } from './store.js';
 
 type ExtractorJob = components['schemas']['ExtractorJob'];
@@ -34,19 +36,30 @@ export function emptyTier(tier: number, collectionIds: string[], sourceCollectio
     documents_missing_input_fields: 0,
     documents_submitted_to_engine: 0,
     documents_written: 0,
+    documents_skipped: 0,
+    skipped_reasons: {},
     extractor_jobs: [],
   };
 }
 
-/** The status a tier has once every chunk ended (or IN_PROGRESS while one has not). */
-export function tierStatus(chunks: readonly ChunkRow[]): BatchStatus {
-  if (chunks.some((c) => c.status === 'PENDING')) return 'IN_PROGRESS';
-  if (chunks.some((c) => c.status === 'SKIPPED')) return 'CANCELED';
-  if (chunks.some((c) => c.status === 'FAILED')) return 'FAILED';
-  const records = chunks.reduce((n, c) => n + c.record_ids.length, 0);
-  const failed = chunks.reduce((n, c) => n + (c.outcome?.records_failed ?? 0), 0);
-  if (records > 0 && failed >= records) return 'FAILED';
-  if (chunks.some((c) => (c.outcome?.errors.length ?? 0) > 0)) return 'COMPLETED_WITH_ERRORS';
+/**
+ * A tier's status from its ledger: IN_PROGRESS while a record waits for its chunk; CANCELED when a record
+ * never ran (or was stopped) because of a cancel; FAILED when records failed and none was processed;
+ * COMPLETED_WITH_ERRORS when some failed; else COMPLETED (skipped and filtered records are not failures).
+ */
+export function tierStatus(ledger: TierLedger): BatchStatus {
+  let failed = 0;
+  let written = 0;
+  let stopped = 0;
+  for (const [, , entry] of entriesOf(ledger)) {
+    if (entry.state === 'pending') return 'IN_PROGRESS';
+    if (entry.state === 'unrun' || entry.state === 'canceled') stopped += 1;
+    else if (entry.state === 'failed' || entry.state === 'gone') failed += 1;
+    else if (entry.state === 'written') written += 1;
+  }
+  if (stopped > 0) return 'CANCELED';
+  if (failed > 0 && written === 0) return 'FAILED';
+  if (failed > 0) return 'COMPLETED_WITH_ERRORS';
   return 'COMPLETED';
 }
 
@@ -55,6 +68,7 @@ interface ErrorLike {
   error_type: string;
   message: string;
   component?: string | null;
+  collection_id?: string | null;
   stage?: string | null;
   affected_document_ids: string[];
   affected_count: number;
@@ -63,7 +77,14 @@ interface ErrorLike {
 export function mergeErrors<E extends ErrorLike>(errors: readonly E[]): E[] {
   const merged: E[] = [];
   for (const error of errors) {
-    const same = merged.find((e) => e.error_type === error.error_type && e.message === error.message && e.component === error.component && e.stage === error.stage);
+    const same = merged.find(
+      (e) =>
+        e.error_type === error.error_type &&
+        e.message === error.message &&
+        e.component === error.component &&
+        e.stage === error.stage &&
+        (e.collection_id ?? null) === (error.collection_id ?? null),
+    );
     if (same) {
       same.affected_count += error.affected_count;
       for (const id of error.affected_document_ids) if (same.affected_document_ids.length < MAX_AFFECTED_IDS) same.affected_document_ids.push(id);
@@ -82,8 +103,13 @@ export function errorSummary(errors: readonly ErrorLike[]): Record<string, numbe
   return summary;
 }
 
-/** Recomputes a tier's counters, jobs, errors and performance from its chunks. */
+/**
+ * Recomputes a tier's counters, jobs, errors and performance from its chunks of every generation. Counters
+ * count (collection, source record) pairs by their latest result: documents written by an earlier run stay
+ * counted, a record run again is counted once. Errors are those of records whose latest run failed.
+ */
 export function aggregateTier(base: TierTaskInfo, chunks: readonly ChunkRow[], now: Date): TierTaskInfo {
+  const ledger = tierLedger(chunks);
   const info: TierTaskInfo = {
     ...base,
     source_documents_fetched: 0,
@@ -91,19 +117,41 @@ export function aggregateTier(base: TierTaskInfo, chunks: readonly ChunkRow[], n
     documents_missing_input_fields: 0,
     documents_submitted_to_engine: 0,
     documents_written: 0,
+    documents_skipped: 0,
+    skipped_reasons: {},
   };
+  const reasons: Record<string, number> = {};
+  let skipped = 0;
+  for (const [, , entry] of entriesOf(ledger)) {
+    const ran = entry.state !== 'pending' && entry.state !== 'unrun';
+    if (ran && entry.state !== 'gone') info.source_documents_fetched += 1;
+    if (ran && entry.state !== 'gone' && entry.state !== 'filtered') info.documents_after_source_filter += 1;
+    if (entry.submitted) info.documents_submitted_to_engine += 1;
+    info.documents_written += entry.documents;
+    if (entry.state === 'skipped') {
+      skipped += 1;
+      const reason = entry.skip_reason ?? 'no_input_field';
+      reasons[reason] = (reasons[reason] ?? 0) + 1;
+    }
+  }
+  info.documents_skipped = skipped;
+  info.skipped_reasons = reasons;
+  info.documents_missing_input_fields = reasons.no_input_field ?? 0;
+
   const errors: ProcessingError[] = [];
   const jobs = new Map<string, ExtractorJob & { ms: number }>();
-  const stages = new Map<string, StageSample>();
+  const stages = new Map<string, StageSample[]>();
   for (const chunk of chunks) {
     const o = chunk.outcome;
     if (!o) continue;
-    info.source_documents_fetched += o.source_documents_fetched;
-    info.documents_after_source_filter += o.documents_after_source_filter;
-    info.documents_missing_input_fields += o.documents_missing_input_fields;
-    info.documents_submitted_to_engine += o.documents_submitted_to_engine;
-    info.documents_written += o.documents_written;
-    errors.push(...o.errors);
+    // Only failures still standing: the ids this chunk's run gave their latest result.
+    const standing = (error: ProcessingError): ProcessingError | undefined => {
+      const records = ledger.get(chunk.collection_id);
+      const ids = error.affected_document_ids.filter((id) => records?.get(id)?.chunk === chunk);
+      if (ids.length === 0) return undefined;
+      return ids.length === error.affected_document_ids.length ? error : { ...error, affected_document_ids: ids, affected_count: ids.length };
+    };
+    errors.push(...o.errors.map(standing).filter((e): e is ProcessingError => e !== undefined));
     for (const job of o.extractors) {
       const entry = jobs.get(job.extractor_type) ?? {
         extractor_type: job.extractor_type,
@@ -115,25 +163,21 @@ export function aggregateTier(base: TierTaskInfo, chunks: readonly ChunkRow[], n
         completed_at: null,
         duration_ms: 0,
         documents_written: 0,
+        documents_skipped: 0,
         errors: [],
         error: null,
         ms: 0,
       };
       if (!entry.collection_ids.includes(chunk.collection_id)) entry.collection_ids.push(chunk.collection_id);
       entry.documents_written += job.documents_written;
+      entry.documents_skipped = (entry.documents_skipped ?? 0) + (job.documents_skipped ?? 0);
       entry.ms += job.duration_ms;
-      entry.errors.push(...job.errors);
+      entry.errors.push(...job.errors.map(standing).filter((e): e is ProcessingError => e !== undefined));
       jobs.set(job.extractor_type, entry);
     }
-    for (const [name, sample] of Object.entries(o.stages)) {
-      const s = stages.get(name) ?? { total_ms: 0, max_ms: 0, count: 0 };
-      s.total_ms += sample.total_ms;
-      s.max_ms = Math.max(s.max_ms, sample.max_ms);
-      s.count += sample.count;
-      stages.set(name, s);
-    }
+    for (const [name, sample] of Object.entries(o.stages)) stages.set(name, [...(stages.get(name) ?? []), sample]);
   }
-  const status = chunks.length === 0 ? base.status : tierStatus(chunks);
+  const status = tierStatus(ledger);
   const finished = status !== 'IN_PROGRESS' && status !== 'PENDING';
   info.status = status;
   info.errors = mergeErrors(errors);
@@ -155,13 +199,18 @@ export function aggregateTier(base: TierTaskInfo, chunks: readonly ChunkRow[], n
   }
   const records = chunks.reduce((n, c) => n + (c.outcome ? c.record_ids.length : 0), 0);
   const bottlenecks = [...stages.entries()]
-    .map(([stage_name, s]) => ({
-      stage_name,
-      avg_time_ms: round(s.count > 0 ? s.total_ms / s.count : 0),
-      max_time_ms: round(s.max_ms),
-      total_time_ms: round(s.total_ms),
-      execution_count: s.count,
-    }))
+    .map(([stage_name, samples]) => {
+      const total = samples.reduce((n, s) => n + s.total_ms, 0);
+      const count = samples.reduce((n, s) => n + s.count, 0);
+      return {
+        stage_name,
+        avg_time_ms: round(count > 0 ? total / count : 0),
+        max_time_ms: round(Math.max(...samples.map((s) => s.max_ms))),
+        total_time_ms: round(total),
+        wall_time_ms: round(wallTime(samples)),
+        execution_count: count,
+      };
+    })
     .sort((a, b) => b.total_time_ms - a.total_time_ms);
   const wall = info.started_at ? now.getTime() - new Date(info.started_at).getTime() : 0;
   info.performance =
@@ -178,39 +227,73 @@ export function aggregateTier(base: TierTaskInfo, chunks: readonly ChunkRow[], n
 }
 
 /**
- * Source records done / total for the tiers started so far; `percent` counts finished tiers plus the
- * running tier's share, so it never goes back when a later tier adds its records to the total.
+ * How long a stage was busy by the clock: the union of the spans (first start to last end) it had in each
+ * chunk. Chunks run side by side overlap, so this is at most the summed time. Samples without spans (stored
+ * before spans were recorded) count their summed time.
+ */
+function wallTime(samples: readonly StageSample[]): number {
+  const spans = samples
+    .filter((s) => s.first_started_ms !== undefined && s.last_ended_ms !== undefined)
+    .map((s) => [s.first_started_ms!, Math.max(s.first_started_ms!, s.last_ended_ms!)] as const)
+    .sort((a, b) => a[0] - b[0]);
+  let wall = samples.filter((s) => s.first_started_ms === undefined || s.last_ended_ms === undefined).reduce((n, s) => n + s.total_ms, 0);
+  let current: [number, number] | undefined;
+  for (const [start, end] of spans) {
+    if (current && start <= current[1]) current[1] = Math.max(current[1], end);
+    else {
+      if (current) wall += current[1] - current[0];
+      current = [start, end];
+    }
+  }
+  if (current) wall += current[1] - current[0];
+  // Spans are whole milliseconds: the stage was busy at least as long as its longest run.
+  return Math.max(wall, ...samples.map((s) => s.max_ms));
+}
+
+/**
+ * Progress in source records — objects at tier 0, source documents at later tiers — each counted once
+ * however many collections of its tier read it. A record is done when every collection reading it has a
+ * final result for it (written, skipped, filtered, failed or gone). `percent` is done / total of the tiers
+ * started so far (a later tier adds its records when it starts), `rate_per_second` the records done by the
+ * current run (a retry starts a new run) per second since it started, and `eta_seconds` the records left
+ * at that rate: the three always agree.
  */
 export function progressOf(batch: BatchRow, chunks: readonly ChunkRow[], now: Date): BatchProgress {
-  const latest = new Map<number, number>();
-  for (const c of chunks) latest.set(c.tier, Math.max(latest.get(c.tier) ?? 0, c.generation));
-  const current = chunks.filter((c) => latest.get(c.tier) === c.generation);
-  const total = current.reduce((n, c) => n + c.record_ids.length, 0);
-  const done = current.filter((c) => c.status !== 'PENDING').reduce((n, c) => n + c.record_ids.length, 0);
-  const failed = current.reduce((n, c) => n + (c.status === 'FAILED' ? c.record_ids.length : (c.outcome?.records_failed ?? 0)), 0);
-  const written = current.reduce((n, c) => n + (c.outcome?.documents_written ?? 0), 0);
-  const tiers = Math.max(1, batch.total_tiers);
-  const finishedTiers = batch.tier_tasks.filter((t) => ['COMPLETED', 'COMPLETED_WITH_ERRORS', 'FAILED', 'CANCELED'].includes(t.status)).length;
-  const terminal = ['COMPLETED', 'COMPLETED_WITH_ERRORS', 'FAILED', 'CANCELED'].includes(batch.status);
-  let percent: number;
-  if (batch.status === 'COMPLETED' || batch.status === 'COMPLETED_WITH_ERRORS') percent = 100;
-  else if (batch.status === 'DRAFT' || batch.status === 'PENDING') percent = 0;
-  else {
-    const running = batch.current_tier === null ? [] : current.filter((c) => c.tier === batch.current_tier);
-    const runningTotal = running.reduce((n, c) => n + c.record_ids.length, 0);
-    const runningDone = running.filter((c) => c.status !== 'PENDING').reduce((n, c) => n + c.record_ids.length, 0);
-    const share = runningTotal > 0 ? runningDone / runningTotal : 0;
-    percent = Math.min(100, ((Math.min(finishedTiers, tiers) + (terminal ? 0 : share)) / tiers) * 100);
+  const byTier = new Map<number, ChunkRow[]>();
+  for (const c of chunks) byTier.set(c.tier, [...(byTier.get(c.tier) ?? []), c]);
+  let total = 0;
+  let done = 0;
+  let doneThisRun = 0;
+  let failed = 0;
+  let skipped = 0;
+  let written = 0;
+  for (const tierChunks of byTier.values()) {
+    const units = new Map<string, LedgerEntry[]>();
+    for (const [, id, entry] of entriesOf(tierLedger(tierChunks))) {
+      units.set(id, [...(units.get(id) ?? []), entry]);
+      written += entry.documents;
+    }
+    for (const entries of units.values()) {
+      total += 1;
+      if (!entries.every((e) => FINAL.has(e.state))) continue;
+      done += 1;
+      if (entries.some((e) => e.chunk.generation === batch.generation)) doneThisRun += 1;
+      if (entries.some((e) => e.state === 'failed' || e.state === 'gone')) failed += 1;
+      else if (entries.some((e) => e.state === 'skipped') && !entries.some((e) => e.state === 'written')) skipped += 1;
+    }
   }
+  const terminal = TERMINAL.includes(batch.status);
+  const percent = total > 0 ? (done / total) * 100 : batch.status === 'COMPLETED' || batch.status === 'COMPLETED_WITH_ERRORS' ? 100 : 0;
   const started = batch.started_at ? new Date(batch.started_at) : null;
   const end = terminal && batch.completed_at ? new Date(batch.completed_at) : now;
   const seconds = started ? Math.max(0.001, (end.getTime() - started.getTime()) / 1000) : null;
-  const rate = seconds && done > 0 ? done / seconds : null;
-  const eta = terminal ? 0 : seconds && percent > 0 ? (seconds * (100 - percent)) / percent : null;
+  const rate = seconds && doneThisRun > 0 ? doneThisRun / seconds : null;
+  const eta = terminal ? 0 : rate ? (total - done) / rate : null;
   return {
     records_total: total,
     records_done: done,
     records_failed: failed,
+    records_skipped: skipped,
     documents_written: written,
     percent: round(percent),
     rate_per_second: rate === null ? null : round(rate),
@@ -219,6 +302,9 @@ export function progressOf(batch: BatchRow, chunks: readonly ChunkRow[], now: Da
     updated_at: batch.progress_at ? new Date(batch.progress_at).toISOString() : null,
   };
 }
+
+const TERMINAL: readonly BatchStatus[] = ['COMPLETED', 'COMPLETED_WITH_ERRORS', 'FAILED', 'CANCELED'];
+const FINAL: ReadonlySet<LedgerState> = new Set(['written', 'skipped', 'filtered', 'failed', 'gone']);
 
 function round(n: number): number {
   return Math.round(n * 100) / 100;

@@ -17,6 +17,7 @@ import {
   ObjectCatalog,
   ResourceIdentifiers,
   RootLogger,
+  TaskBacklog,
   TaskQueue,
   VectorIndex,
   createToken,
@@ -35,6 +36,8 @@ const Store = createToken<BatchStore>('batches.BatchStore');
 /** The stall probe (exported for tests and the CLI). */
 export const BatchHealth = createToken<BatchHealthProbe>('batches.BatchHealthProbe');
 const HEALTH_TASK = 'batches.health';
+/** How often a running chunk looks for a cancel: a canceled batch stops within about this long (plus a record). */
+const CANCEL_CHECK_MS = 500;
 
 async function bucketIdOf(ctx: RequestContext, services: Services, identifier: string): Promise<string> {
   const found = await services.get(ResourceIdentifiers).find('bucket', {
@@ -48,7 +51,20 @@ async function bucketIdOf(ctx: RequestContext, services: Services, identifier: s
 
 async function view(services: Services, row: BatchRow) {
   const chunks = row.status === 'DRAFT' ? [] : await services.get(Store).allChunks(row.batch_id);
-  return toBatch(row, progressOf(row, chunks, services.get(Clock).now()));
+  return toBatch(row, { ...progressOf(row, chunks, services.get(Clock).now()), ...(await waitingOf(services, row)) });
+}
+
+/** A running batch whose tasks sit queued while no process takes tasks says so (nothing will move it). */
+async function waitingOf(services: Services, row: BatchRow): Promise<{ waiting_for_worker: boolean; status_message: string | null }> {
+  if (row.status !== 'PENDING' && row.status !== 'IN_PROGRESS') return { waiting_for_worker: false, status_message: null };
+  const backlog = await services.get(TaskBacklog).report(`batch:${row.batch_id}:`);
+  if (!backlog.waiting_for_worker) return { waiting_for_worker: false, status_message: null };
+  return {
+    waiting_for_worker: true,
+    status_message:
+      `Waiting for a worker: ${backlog.queued} task(s) of this batch queued for ${backlog.oldest_queued_age_seconds} s and no process is taking tasks. ` +
+      'Start `tessera worker`, or run the server with TESSERA_RUN_TASKS=true.',
+  };
 }
 
 export default defineResource({
@@ -67,6 +83,7 @@ export default defineResource({
         services.get(TaskQueue),
         services.get(BlobStore),
         services.get(Clock),
+        services.get(RootLogger).child({ plugin: 'batches', component: 'batches' }),
       ),
     );
     const config = services.get(Config);
@@ -92,7 +109,7 @@ export default defineResource({
       services.get(EventBus),
       services.get(Clock),
       log.child({ component: 'batches' }),
-      { chunkSize: config.batchChunkSize },
+      { chunkSize: config.batchChunkSize, cancelCheckMs: CANCEL_CHECK_MS },
     ).register();
     tasks.register(HEALTH_TASK, async () => ({ checked: await services.get(BatchHealth).run() }));
     if (config.batchHealthIntervalMs > 0) {

@@ -1,9 +1,11 @@
 /**
  * The batch state machine as users drive it: DRAFT (objects added) → submit (DAG resolved, tier 0
  * queued: PENDING) → the runner takes it through IN_PROGRESS to COMPLETED, COMPLETED_WITH_ERRORS or
- * FAILED; cancel stops queued work, retry runs again what failed.
+ * FAILED; cancel stops queued work (running chunks stop themselves and report what they wrote), retry runs
+ * again, in a new generation, only the records that failed or never ran.
  */
 import type { Knex } from 'knex';
+import type { Logger } from 'pino';
 import type { BlobStore } from '../../../kernel/blobs/blob-store.js';
 import type { Clock } from '../../../kernel/clock.js';
 import { ConflictError, InputError, NotFoundError } from '../../../kernel/errors.js';
@@ -21,8 +23,6 @@ export interface TierTaskPayload {
   batch_id: string;
   generation: number;
   tier: number;
-  /** Set on a retry: only the records that failed in this generation's run of the tier run again. */
-  retry_of: number | null;
 }
 
 const RUNNING: readonly BatchStatus[] = ['PENDING', 'IN_PROGRESS', 'PROCESSING'];
@@ -41,6 +41,7 @@ export class BatchService {
     private readonly tasks: TaskQueue,
     private readonly blobs: BlobStore,
     private readonly clock: Clock,
+    private readonly log: Logger,
   ) {}
 
   async get(organizationId: string, bucketId: string, batchId: string): Promise<BatchRow> {
@@ -138,7 +139,7 @@ export class BatchService {
     return this.db.transaction(async (trx) => {
       const locked = await this.store.lock(trx, batchId);
       if (locked?.status !== 'DRAFT') throw new ConflictError('The batch was submitted concurrently', { status: locked?.status });
-      const task = await this.queueTier(trx, { organization_id: organizationId, batch_id: batchId, generation: 0, tier: 0, retry_of: null });
+      const task = await this.queueTier(trx, { organization_id: organizationId, batch_id: batchId, generation: 0, tier: 0 });
       const changes: Partial<BatchRow> = {
         status: 'PENDING',
         loaded_object_ids: loaded,
@@ -162,7 +163,7 @@ export class BatchService {
       const batch = (await this.store.lock(trx, batchId))!;
       if (!RUNNING.includes(batch.status)) throw new ConflictError(`Only a PENDING or IN_PROGRESS batch can be canceled; this one is ${batch.status}`, { status: batch.status });
       const now = this.clock.now();
-      await this.store.skipPending(batchId, now, trx);
+      await this.store.skipUnstarted(batchId, now, trx);
       const changes: Partial<BatchRow> = {
         status: 'CANCELED',
         tier_tasks: batch.tier_tasks.map((t) =>
@@ -172,11 +173,16 @@ export class BatchService {
         updated_at: now,
       };
       await this.store.update(batchId, changes, trx);
+      this.log.info({ batch_id: batchId, was: batch.status, current_tier: batch.current_tier }, 'batch canceled');
       return { ...batch, ...changes };
     });
   }
 
-  /** Runs again, in a new generation, from the first tier that did not complete cleanly. */
+  /**
+   * Runs again, in a new generation, from the first tier that did not complete cleanly. Each tier of the
+   * new run plans only the records without a final result (failed, canceled, never run): what earlier runs
+   * wrote stays, and stays counted.
+   */
   async retry(organizationId: string, bucketId: string, batchId: string): Promise<BatchRow> {
     await this.get(organizationId, bucketId, batchId);
     return this.db.transaction(async (trx) => {
@@ -187,31 +193,26 @@ export class BatchService {
       const tiers = batch.dag_tiers ?? [];
       let tier = batch.tier_tasks.findIndex((t) => t.status !== 'COMPLETED');
       if (tier < 0) tier = Math.min(batch.tier_tasks.length, tiers.length - 1);
-      const ranBefore = batch.tier_tasks[tier] !== undefined && batch.tier_tasks[tier]!.status !== 'PENDING';
       const generation = batch.generation + 1;
-      const task = await this.queueTier(trx, {
-        organization_id: organizationId,
-        batch_id: batchId,
-        generation,
-        tier,
-        retry_of: ranBefore ? batch.generation : null,
-      });
+      const task = await this.queueTier(trx, { organization_id: organizationId, batch_id: batchId, generation, tier });
       const previous = batch.tier_tasks[tier - 1];
       const now = this.clock.now();
+      // The retried tier keeps its counters until its new run adds to them.
+      const kept = batch.tier_tasks[tier] ?? emptyTier(tier, tiers[tier] ?? [], tier === 0 ? [] : (tiers[tier - 1] ?? []), previous?.task_id ?? null);
       const changes: Partial<BatchRow> = {
         status: 'PENDING',
         generation,
         error: null,
         error_summary: null,
         task_id: tier === 0 ? task : batch.task_id,
-        tier_tasks: [
-          ...batch.tier_tasks.slice(0, tier),
-          { ...emptyTier(tier, tiers[tier] ?? [], tier === 0 ? [] : (tiers[tier - 1] ?? []), previous?.task_id ?? null), task_id: task },
-        ],
+        tier_tasks: [...batch.tier_tasks.slice(0, tier), { ...kept, status: 'PENDING', task_id: task, completed_at: null, duration_ms: null }],
+        // The new run's rate and ETA are measured from its own start.
+        started_at: null,
         completed_at: null,
         updated_at: now,
       };
       await this.store.update(batchId, changes, trx);
+      this.log.info({ batch_id: batchId, was: batch.status, generation, from_tier: tier }, 'batch retry queued');
       return { ...batch, ...changes };
     });
   }

@@ -38,7 +38,8 @@ export interface BatchRow {
   updated_at: Date;
 }
 
-export type ChunkStatus = 'PENDING' | 'COMPLETED' | 'FAILED' | 'SKIPPED';
+/** SKIPPED: never ran (the batch was canceled first); CANCELED: stopped part-way by a cancel, its outcome says what it did. */
+export type ChunkStatus = 'PENDING' | 'COMPLETED' | 'FAILED' | 'SKIPPED' | 'CANCELED';
 
 export interface ChunkRow {
   batch_id: string;
@@ -147,13 +148,29 @@ export class BatchStore {
       .orderBy([{ column: 'collection_id' }, { column: 'chunk_index' }]);
   }
 
+  /** The chunks of one tier in every generation: a tier's results add up over the batch's runs. */
+  chunksOfTier(batchId: string, tier: number, db: Knex = this.db): Promise<ChunkRow[]> {
+    return db<ChunkRow>('batch_chunks')
+      .where({ batch_id: batchId, tier })
+      .orderBy([{ column: 'generation' }, { column: 'collection_id' }, { column: 'chunk_index' }]);
+  }
+
   /** Every chunk of the batch (all generations), for progress and retries. */
   allChunks(batchId: string, db: Knex = this.db): Promise<ChunkRow[]> {
     return db<ChunkRow>('batch_chunks').where({ batch_id: batchId }).orderBy([{ column: 'generation' }, { column: 'tier' }, { column: 'chunk_index' }]);
   }
 
-  async markStarted(key: ChunkKey, at: Date): Promise<void> {
-    await this.db('batch_chunks').where(key).whereNull('started_at').update({ started_at: at });
+  /**
+   * Marks a chunk started (under the batch row's lock, so a cancel sees it); false when the chunk already
+   * ended. A chunk taken over from a dead worker keeps its first start.
+   */
+  async markStarted(key: ChunkKey, at: Date, db: Knex): Promise<boolean> {
+    const updated = (await db('batch_chunks')
+      .where(key)
+      .where({ status: 'PENDING' })
+      .update({ started_at: db.raw('coalesce(started_at, ?)', [at]) })
+      .returning('chunk_index')) as unknown[];
+    return updated.length > 0;
   }
 
   /** Records a chunk's end once: false when it had already ended (a redelivered task finishing again). */
@@ -166,7 +183,8 @@ export class BatchStore {
     return updated.length > 0;
   }
 
-  async skipPending(batchId: string, at: Date, db: Knex = this.db): Promise<void> {
-    await db('batch_chunks').where({ batch_id: batchId, status: 'PENDING' }).update({ status: 'SKIPPED', completed_at: at });
+  /** A cancel: chunks that have not started never will; running ones stop themselves and report what they did. */
+  async skipUnstarted(batchId: string, at: Date, db: Knex = this.db): Promise<void> {
+    await db('batch_chunks').where({ batch_id: batchId, status: 'PENDING' }).whereNull('started_at').update({ status: 'SKIPPED', completed_at: at });
   }
 }

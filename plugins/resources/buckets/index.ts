@@ -29,6 +29,7 @@ import { BlobIngest } from './ingest.js';
 import { bucketMigrations } from './migrations.js';
 import { ObjectService } from './object-service.js';
 import { ObjectStore, type SortField } from './object-store.js';
+import { isSchemaless, type BucketSchema } from './schema.js';
 import { toBucket, toConfirmation, toObject, toUpload } from './serialize.js';
 import { CLEANUP_TASK, CONFIRM_TASK, UploadService } from './upload-service.js';
 import { UploadStore } from './upload-store.js';
@@ -103,6 +104,11 @@ export default defineResource({
           owner_principal: row.owner_principal,
           created_at: row.created_at,
         })),
+      fieldsOf: async (organizationId, bucketId) => {
+        const row = (await db('buckets').where({ organization_id: organizationId, bucket_id: bucketId }).first('schema')) as { schema: BucketSchema } | undefined;
+        if (!row || isSchemaless(row.schema)) return null;
+        return [...Object.keys(row.schema.properties), 'object_id', 'key'];
+      },
     };
     container.bind(ObjectCatalog).toConstantValue(catalog);
     container.bind(PresignedPutGate).toConstantValue(new UploadPutGate(db, clock));

@@ -124,6 +124,7 @@ export default defineResource({
         services.get(ReferenceRegistry),
         services.get(EventBus),
         services.get(Clock),
+        () => services.get(ObjectCatalog),
       ),
     );
   },

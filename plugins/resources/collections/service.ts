@@ -2,7 +2,9 @@
  * Collection rules: the source must exist (a bucket, or a collection of the same namespace), every
  * feature extractor must be registered and its parameters must pass its schema (defaults filled in),
  * versions are recorded so a new extractor version never changes an existing collection silently, and
- * the output schema and source lineage are computed once, at creation.
+ * the output schema and source lineage are computed once, at creation. An `input_mapping` must name a
+ * field the source's records can have: a property of the source bucket's schema (any field when the
+ * bucket has none), or a field of the source collection's output schema (or `metadata.<name>`).
  */
 import { Ajv, type ValidateFunction } from 'ajv';
 import type { components } from '../../../generated/openapi.js';
@@ -15,6 +17,7 @@ import { parseFilter } from '../../../kernel/filters/filter.js';
 import { isUniqueViolation } from '../../../kernel/http/values.js';
 import { newId } from '../../../kernel/ids.js';
 import type { ExtractorPlugin, PluginRegistry } from '../../../kernel/plugins.js';
+import type { ObjectCatalog } from '../../../kernel/processing.js';
 import type { ReferenceRegistry } from '../../../kernel/references.js';
 import type { CollectionRow, CollectionStore } from './store.js';
 
@@ -46,6 +49,7 @@ export class CollectionService {
     private readonly references: ReferenceRegistry,
     private readonly events: EventBus,
     private readonly clock: Clock,
+    private readonly objects: () => ObjectCatalog,
   ) {}
 
   async get(organizationId: string, namespace: ResolvedNamespace, nameOrId: string): Promise<CollectionRow> {
@@ -62,6 +66,7 @@ export class CollectionService {
     const namespaceId = namespace?.id ?? (await this.namespaceOfSource(organizationId, input.source));
     const { source, parent, bucketName } = await this.resolveSource(organizationId, namespaceId, input.source);
     const extractors = this.checkExtractors(input.feature_extractors ?? []);
+    await this.checkInputMappings(organizationId, source, parent, bucketName, extractors.map(({ config }) => config));
     const now = this.clock.now();
     const collectionId = newId('col');
     const outputSchema = this.outputSchema(extractors, parent);
@@ -253,6 +258,56 @@ export class CollectionService {
     });
     if (problems.length > 0) throw new RequestValidationError(problems);
     return checked.filter((c): c is NonNullable<typeof c> => c !== undefined);
+  }
+
+  /** Every `input_mapping` names a field the source's records can have (unless the source may have any field). */
+  private async checkInputMappings(
+    organizationId: string,
+    source: CollectionRow['source'],
+    parent: CollectionRow | undefined,
+    bucketName: string | null,
+    configs: ReadonlyArray<CollectionRow['feature_extractors'][number]>,
+  ): Promise<void> {
+    if (!configs.some((c) => Object.keys(c.input_mapping ?? {}).length > 0)) return;
+    let known: string[] | null;
+    let described: string;
+    if (parent) {
+      known = this.fieldsOfCollection(parent);
+      described = `documents of source collection '${parent.collection_name}'`;
+    } else {
+      known = await this.objects().fieldsOf(organizationId, source.bucket_id!);
+      described = `objects of source bucket '${bucketName ?? source.bucket_id}' (its schema)`;
+    }
+    if (!known) return;
+    const fields = new Set(known);
+    const problems: FieldProblem[] = [];
+    configs.forEach((config, i) => {
+      for (const [input, path] of Object.entries(config.input_mapping ?? {})) {
+        const head = path.split('.')[0]!;
+        if (fields.has(path) || fields.has(head) || (parent && head === 'metadata' && path.length > 'metadata.'.length)) continue;
+        const hint = parent ? "; document metadata is read as 'metadata.<name>'" : '';
+        problems.push({
+          loc: ['body', 'feature_extractors', i, 'input_mapping', input],
+          msg: `'${path}' is not a field ${described} can have; they have: ${known.slice(0, 50).join(', ')}${hint}`,
+          type: 'unknown_source_field',
+        });
+      }
+    });
+    if (problems.length > 0) throw new RequestValidationError(problems);
+  }
+
+  /**
+   * The fields a collection's documents can have: its output schema, unless an extractor of its chain
+   * writes fields it does not declare (an open `fields` schema, e.g. passthrough_extractor) — then null.
+   */
+  private fieldsOfCollection(collection: CollectionRow): string[] | null {
+    const chain = [...collection.source_lineage.flatMap((l) => l.feature_extractors), ...collection.feature_extractors];
+    for (const config of chain) {
+      const extractor = this.plugins.extractors.get(config.feature_extractor_name);
+      const fields = extractor?.fields as { additionalProperties?: unknown } | undefined;
+      if (!extractor || fields?.additionalProperties !== false) return null;
+    }
+    return Object.keys(collection.output_schema.properties ?? {});
   }
 
   private validatorOf(extractor: ExtractorPlugin): ValidateFunction {

@@ -14,7 +14,7 @@ describe('the HTTP kernel', () => {
     const { data, response } = await t.client(undefined).GET('/v1/health', {});
     expect(response.status).toBe(200);
     expect(data?.status).toBe('ok');
-    expect(Object.keys(data!.components).sort()).toEqual(['blob_store', 'database', 'event_bus', 'vectors']);
+    expect(Object.keys(data!.components).sort()).toEqual(['blob_store', 'database', 'event_bus', 'task_queue', 'vectors']);
     expect(data!.components.database!.status).toBe('up');
   });
 

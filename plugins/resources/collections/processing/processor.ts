@@ -20,10 +20,12 @@ import type { DocumentDraft, ExtractorContext, ExtractorPlugin, PluginRegistry }
 import {
   emptyOutcome,
   type CollectionProcessor,
+  type ExtractorOutcome,
   type ObjectCatalog,
   type ProcessingError,
   type ProcessingOutcome,
   type ProcessRequest,
+  type SkipReason,
 } from '../../../../kernel/processing.js';
 import { featureIndexName } from '../../../../kernel/vectors/naming.js';
 import type { VectorIndex, VectorRecord } from '../../../../kernel/vectors/vector-index.js';
@@ -50,6 +52,14 @@ export interface DocumentProcessorDeps {
 }
 
 type ExtractorConfig = CollectionRow['feature_extractors'][number];
+
+/** One extractor's drafts for one record, kept until every extractor ran on the record. */
+interface Extracted {
+  config: ExtractorConfig;
+  extractor: ExtractorPlugin;
+  drafts: DocumentDraft[];
+  job: ExtractorOutcome;
+}
 
 interface PendingWrite {
   write: DocumentWrite;
@@ -98,58 +108,87 @@ export class DocumentProcessor implements CollectionProcessor {
 
     const passing = clock.timeSync('filter', () => this.filter(collection, records));
     outcome.documents_after_source_filter = passing.length;
+    const passed = new Set(passing.map((r) => r.id));
+    for (const r of records) if (!passed.has(r.id)) outcome.records[r.id] = { result: 'filtered', documents: 0, submitted: false };
 
-    const pending = new Map<string, PendingWrite>();
+    // Per record: what each extractor made of it. Its documents are written only once every extractor ran on it.
+    const progress = new Map(passing.map((r) => [r.id, { ran: 0, extracted: [] as Extracted[], skips: [] as SkipReason[], submitted: false }]));
     const failed = new Set<string>();
-    const missing = new Set<string>();
-    const submitted = new Set<string>();
+    const jobs: ExtractorOutcome[] = [];
     for (const config of collection.feature_extractors) {
       if (signal?.aborted) break;
       const extractor = this.deps.plugins.extractors.get(config.feature_extractor_name);
       if (!extractor) {
         outcome.errors.push(
-          this.error('internal', `extractor '${config.feature_extractor_name}' is not registered in this deployment`, config.feature_extractor_name, 'extract', passing.map((r) => r.id)),
+          this.error(collection, 'internal', `extractor '${config.feature_extractor_name}' is not registered in this deployment`, config.feature_extractor_name, 'extract', passing.map((r) => r.id)),
         );
         for (const r of passing) failed.add(r.id);
         continue;
       }
       const started = Date.now();
       const errorsBefore = outcome.errors.length;
-      let written = 0;
+      const job: ExtractorOutcome = { extractor_type: extractor.name, documents_written: 0, documents_skipped: 0, duration_ms: 0, errors: [] };
       await this.forEach(passing, async (record) => {
         if (failed.has(record.id) || signal?.aborted) return;
+        const state = progress.get(record.id)!;
         const mapped = mapInputs(extractor, record, config.input_mapping as Record<string, string> | undefined);
-        if (mapped.missing.length > 0) {
-          missing.add(record.id);
-          this.addError(outcome, 'missing_input', `missing required input ${mapped.missing.map((m) => `'${m}'`).join(', ')}`, extractor.name, 'extract', record.id);
+        if (mapped.skip) {
+          state.skips.push(mapped.skip);
+          state.ran += 1;
+          job.documents_skipped += 1;
           return;
         }
-        submitted.add(record.id);
+        state.submitted = true;
         const drafts = await clock.time(`extract:${extractor.name}`, () => this.extract(extractor, collection, record, config, mapped.fields, mapped.mimeType)).catch(
           (err: unknown) => {
             if (isDependencyFailure(err)) throw err;
             failed.add(record.id);
             const type = err instanceof InputError || err instanceof RequestValidationError || err instanceof NotFoundError ? 'validation' : 'extraction';
-            this.addError(outcome, type, messageOf(err), extractor.name, 'extract', record.id);
+            this.addError(outcome, collection, type, messageOf(err), extractor.name, 'extract', record.id);
             return undefined;
           },
         );
         if (!drafts) return;
-        written += this.stage(pending, collection, config, extractor, record, drafts, request.processingTier);
+        state.ran += 1;
+        state.extracted.push({ config, extractor, drafts, job });
       });
-      outcome.extractors.push({
-        extractor_type: extractor.name,
-        documents_written: written,
-        duration_ms: Date.now() - started,
-        errors: outcome.errors.slice(errorsBefore),
-      });
+      job.duration_ms = Date.now() - started;
+      job.errors = outcome.errors.slice(errorsBefore);
+      jobs.push(job);
     }
-    outcome.documents_missing_input_fields = missing.size;
-    outcome.documents_submitted_to_engine = submitted.size;
 
-    const rows = await this.write(clock, collection, [...pending.values()], passing, failed);
-    outcome.documents_written = rows;
-    outcome.records_failed = new Set([...failed, ...missing, ...outcome.errors.filter((e) => e.stage === 'fetch').flatMap((e) => e.affected_document_ids)]).size;
+    const pending = new Map<string, PendingWrite>();
+    const extractorCount = collection.feature_extractors.length;
+    for (const record of passing) {
+      const state = progress.get(record.id)!;
+      if (failed.has(record.id)) {
+        outcome.records[record.id] = { result: 'failed', documents: 0, submitted: state.submitted };
+      } else if (state.ran < extractorCount) {
+        outcome.records[record.id] = { result: 'canceled', documents: 0, submitted: state.submitted };
+      } else if (extractorCount > 0 && state.extracted.length === 0) {
+        const reason: SkipReason = state.skips.includes('unsupported_type') ? 'unsupported_type' : 'no_input_field';
+        outcome.records[record.id] = { result: 'skipped', documents: 0, submitted: false, skip_reason: reason };
+        outcome.skipped_reasons[reason] = (outcome.skipped_reasons[reason] ?? 0) + 1;
+      } else {
+        let documents = 0;
+        for (const { config, extractor, drafts, job } of state.extracted) {
+          const made = this.stage(pending, collection, config, extractor, record, drafts, request.processingTier);
+          job.documents_written += made;
+          documents += made;
+        }
+        outcome.records[record.id] = { result: 'written', documents, submitted: state.submitted };
+      }
+    }
+    outcome.extractors = jobs;
+    const results = Object.values(outcome.records);
+    outcome.documents_skipped = results.filter((r) => r.result === 'skipped').length;
+    outcome.documents_missing_input_fields = outcome.skipped_reasons.no_input_field ?? 0;
+    outcome.documents_submitted_to_engine = results.filter((r) => r.submitted).length;
+    outcome.records_canceled = results.filter((r) => r.result === 'canceled').length;
+
+    const writtenRecords = passing.filter((r) => outcome.records[r.id]?.result === 'written');
+    outcome.documents_written = await this.write(clock, collection, [...pending.values()], writtenRecords);
+    outcome.records_failed = results.filter((r) => r.result === 'failed' || r.result === 'gone').length;
     outcome.stages = clock.samples();
     await this.announceFailures(collection, outcome.errors);
     return outcome;
@@ -206,7 +245,8 @@ export class DocumentProcessor implements CollectionProcessor {
     const found = new Set(records.map((r) => r.id));
     const gone = ids.filter((id) => !found.has(id));
     if (gone.length > 0) {
-      outcome.errors.push(this.error('validation', `${gone.length} source record(s) no longer exist (deleted after the batch was submitted)`, null, 'fetch', gone));
+      outcome.errors.push(this.error(collection, 'validation', `${gone.length} source record(s) no longer exist (deleted after the batch was submitted)`, null, 'fetch', gone));
+      for (const id of gone) outcome.records[id] = { result: 'gone', documents: 0, submitted: false };
     }
     const order = new Map(ids.map((id, i) => [id, i]));
     return records.sort((a, b) => order.get(a.id)! - order.get(b.id)!);
@@ -291,12 +331,13 @@ export class DocumentProcessor implements CollectionProcessor {
   }
 
   /** Documents, then their vectors (timed apart: they are the two halves of the write stage). */
-  private async write(clock: StageClock, collection: CollectionRow, pending: PendingWrite[], records: SourceRecord[], failed: Set<string>): Promise<number> {
+  /** `records`: the records whose documents these are (every extractor ran on them). */
+  private async write(clock: StageClock, collection: CollectionRow, pending: PendingWrite[], records: SourceRecord[]): Promise<number> {
     const rows = await clock.time('write:documents', () => this.deps.documents.upsertMany(pending.map((p) => p.write)));
-    return clock.time('write:vectors', () => this.writeVectors(collection, pending, rows, records, failed));
+    return clock.time('write:vectors', () => this.writeVectors(collection, pending, rows, records));
   }
 
-  private async writeVectors(collection: CollectionRow, pending: PendingWrite[], rows: DocumentRow[], records: SourceRecord[], failed: Set<string>): Promise<number> {
+  private async writeVectors(collection: CollectionRow, pending: PendingWrite[], rows: DocumentRow[], records: SourceRecord[]): Promise<number> {
     const idByKey = new Map(rows.map((r) => [r.source_key, r]));
     const byIndex = new Map<string, { spec: { dims: number; distance: 'cosine' | 'l2' | 'dot' }; records: VectorRecord[] }>();
     for (const p of pending) {
@@ -323,18 +364,17 @@ export class DocumentProcessor implements CollectionProcessor {
       }
     }
     if (collection.feature_extractors.some((c) => c.document_output_handling === 'replace')) {
-      await this.removeStale(collection, pending, records, failed);
+      await this.removeStale(collection, pending, records);
     }
     return rows.length;
   }
 
   /** `replace`: documents a record produced before but not this time are removed, with their vectors. */
-  private async removeStale(collection: CollectionRow, pending: PendingWrite[], records: SourceRecord[], failed: Set<string>): Promise<void> {
+  private async removeStale(collection: CollectionRow, pending: PendingWrite[], records: SourceRecord[]): Promise<void> {
     const keep = pending.map((p) => p.write.sourceKey);
     const features = this.featuresOf(collection);
     for (const config of collection.feature_extractors.filter((c) => c.document_output_handling === 'replace')) {
       for (const record of records) {
-        if (failed.has(record.id)) continue;
         const prefix = `${record.id}/${config.feature_extractor_name}/`;
         const removed = await this.deps.documents.deleteStale(collection.collection_id, prefix, keep.filter((k) => k.startsWith(prefix)));
         if (removed.length === 0) continue;
@@ -364,21 +404,38 @@ export class DocumentProcessor implements CollectionProcessor {
     if (failure !== undefined) throw failure;
   }
 
-  private addError(outcome: ProcessingOutcome, type: ProcessingError['error_type'], message: string, component: string | null, stage: ProcessingError['stage'], recordId: string): void {
+  private addError(
+    outcome: ProcessingOutcome,
+    collection: CollectionRow,
+    type: ProcessingError['error_type'],
+    message: string,
+    component: string | null,
+    stage: ProcessingError['stage'],
+    recordId: string,
+  ): void {
     const same = outcome.errors.find((e) => e.error_type === type && e.message === message && e.component === component && e.stage === stage);
     if (same) {
       same.affected_document_ids.push(recordId);
       same.affected_count += 1;
       return;
     }
-    outcome.errors.push(this.error(type, message, component, stage, [recordId]));
+    outcome.errors.push(this.error(collection, type, message, component, stage, [recordId]));
   }
 
-  private error(type: ProcessingError['error_type'], message: string, component: string | null, stage: ProcessingError['stage'], ids: string[]): ProcessingError {
+  private error(
+    collection: CollectionRow,
+    type: ProcessingError['error_type'],
+    message: string,
+    component: string | null,
+    stage: ProcessingError['stage'],
+    ids: string[],
+  ): ProcessingError {
     return {
       error_type: type,
       message,
       component,
+      collection_id: collection.collection_id,
+      collection_name: collection.collection_name,
       stage,
       traceback: null,
       timestamp: new Date().toISOString(),
@@ -396,6 +453,7 @@ export class DocumentProcessor implements CollectionProcessor {
         organization_id: collection.organization_id,
         data: {
           collection_id: collection.collection_id,
+          collection_name: collection.collection_name,
           namespace_id: collection.namespace_id,
           extractor: error.component,
           error_type: error.error_type,

@@ -4,7 +4,7 @@
  * and metadata). Both become one flat field map the `input_mapping` picks the extractor's inputs from.
  */
 import type { ExtractorPlugin } from '../../../../kernel/plugins.js';
-import type { SourceObject } from '../../../../kernel/processing.js';
+import type { SkipReason, SourceObject } from '../../../../kernel/processing.js';
 import type { DocumentRow } from '../document-store.js';
 
 export interface SourceRecord {
@@ -16,6 +16,8 @@ export interface SourceRecord {
   grants: string[];
   /** Fields extractors read, by name. */
   fields: Record<string, unknown>;
+  /** The record's metadata: an `input_mapping` path `metadata.<name>` reads it. */
+  metadata: Record<string, unknown>;
   /** Fields documents inherit from their source (later tiers keep the parent's fields). */
   inherited: Record<string, unknown>;
   /** What `source.filters` and `prefix_key` are evaluated against. */
@@ -42,6 +44,7 @@ export function recordFromObject(object: SourceObject): SourceRecord {
     ownerPrincipal: object.owner_principal,
     grants: [],
     fields,
+    metadata: object.metadata,
     inherited: {},
     filterView: { object_id: object.object_id, key: object.key, metadata: object.metadata, ...object.metadata, created_at: object.created_at.toISOString() },
     contentTypes,
@@ -63,6 +66,7 @@ export function recordFromDocument(doc: DocumentRow): SourceRecord {
     ownerPrincipal: doc.owner_principal,
     grants: doc.grants,
     fields: { ...doc.metadata, ...doc.fields, document_id: doc.document_id },
+    metadata: doc.metadata,
     inherited: doc.fields,
     filterView: {
       ...doc.fields,
@@ -90,17 +94,31 @@ const TYPE_PREFIX: Record<string, string[]> = {
 export interface MappedInput {
   fields: Record<string, unknown>;
   mimeType: string;
-  /** Required inputs the record has no value for. */
-  missing: string[];
+  /** Why the extractor cannot read this record (undefined: it can). */
+  skip?: SkipReason;
+}
+
+// Whether a content type is one of an extractor's `accepts` patterns: `text/*`, `*/*`, or exact.
+export function acceptsType(accepts: readonly string[], contentType: string): boolean {
+  const type = contentType.split(';')[0]!.trim().toLowerCase();
+  return accepts.some((pattern) => {
+    const p = pattern.toLowerCase();
+    if (p === '*/*' || p === '*') return true;
+    if (p.endsWith('/*')) return type.startsWith(p.slice(0, -1));
+    return type === p;
+  });
 }
 
 /**
  * Picks each extractor input from the record: the `input_mapping` entry when given, else a field of
  * the same name, else (one blob per kind is the common case) the first blob whose type suits the input.
+ * A record the extractor cannot read is to be skipped: a required input is a blob of a type the
+ * extractor does not accept, or the record has blobs but none of a suitable type (`unsupported_type`),
+ * or the record has no value for it at all (`no_input_field`).
  */
 export function mapInputs(extractor: ExtractorPlugin, record: SourceRecord, inputMapping: Record<string, string> | undefined): MappedInput {
   const fields: Record<string, unknown> = { ...record.fields };
-  const missing: string[] = [];
+  let skip: SkipReason | undefined;
   let mimeType = '';
   for (const input of extractor.inputs) {
     const mapped = inputMapping?.[input.name];
@@ -111,18 +129,26 @@ export function mapInputs(extractor: ExtractorPlugin, record: SourceRecord, inpu
       const prefixes = TYPE_PREFIX[input.type] ?? [''];
       source = Object.entries(record.contentTypes).find(([, type]) => prefixes.some((p) => type.startsWith(p)))?.[0];
     }
-    const value = source === undefined ? undefined : readPath(record.fields, source);
+    const value = source === undefined ? undefined : readPath(record, source);
+    const contentType = source === undefined ? undefined : record.contentTypes[source];
     if (value === undefined || value === null || value === '') {
-      if (input.required) missing.push(input.name);
+      if (input.required) skip ??= mapped === undefined && Object.keys(record.contentTypes).length > 0 ? 'unsupported_type' : 'no_input_field';
+      continue;
+    }
+    if (contentType !== undefined && !acceptsType(extractor.accepts, contentType)) {
+      if (input.required) skip ??= 'unsupported_type';
       continue;
     }
     fields[input.name] = value;
-    if (!mimeType) mimeType = source !== undefined ? (record.contentTypes[source] ?? (typeof value === 'string' ? 'text/plain' : 'application/json')) : '';
+    if (!mimeType) mimeType = contentType ?? (typeof value === 'string' ? 'text/plain' : 'application/json');
   }
-  return { fields, mimeType: mimeType || 'application/octet-stream', missing };
+  return { fields, mimeType: mimeType || 'application/octet-stream', ...(skip ? { skip } : {}) };
 }
 
-function readPath(fields: Record<string, unknown>, path: string): unknown {
+function readPath(record: SourceRecord, path: string): unknown {
+  const fields = record.fields;
   if (path in fields) return fields[path];
-  return path.split('.').reduce<unknown>((v, k) => (v && typeof v === 'object' ? (v as Record<string, unknown>)[k] : undefined), fields);
+  const [head, ...rest] = path.split('.');
+  const root: unknown = head === 'metadata' && !('metadata' in fields) ? record.metadata : fields[head!];
+  return rest.reduce<unknown>((v, k) => (v && typeof v === 'object' ? (v as Record<string, unknown>)[k] : undefined), root);
 }

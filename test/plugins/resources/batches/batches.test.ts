@@ -5,13 +5,14 @@
  */
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ProcessingError } from '../../../../kernel/processing.js';
 import { EventBus, TaskQueue, VectorIndex } from '../../../../kernel/tokens.js';
 import { featureIndexName } from '../../../../kernel/vectors/naming.js';
 import { BatchHealth } from '../../../../plugins/resources/batches/index.js';
 import { startTestKernel, type TestKernel } from '../../../support/kernel.js';
 
 const TERMINAL = ['COMPLETED', 'COMPLETED_WITH_ERRORS', 'FAILED', 'CANCELED'];
+/** A 1×1 PNG: an object text_extractor cannot read. */
+const PIXEL_PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==';
 
 describe('batches', () => {
   let t: TestKernel;
@@ -167,40 +168,30 @@ describe('batches', () => {
     expect(await t.kernel.services.get(VectorIndex).count(featureIndexName(chunks.collection_id, 'text_embedding'))).toBe(6);
   });
 
-  it('reports records it cannot process as typed errors, and fails a tier where every record failed', async () => {
-    const empty = await api('POST', '/v1/buckets/docs/objects', { key: 'no-text.json', metadata: { topic: 'none' }, blobs: [{ property: 'content', json: { no: 'text' } }] });
-    expect(empty.status).toBe(201);
+  it('skips records an extractor cannot read, counting why, and completes', async () => {
     const noBlob = await api('POST', '/v1/buckets/docs/objects', { key: 'meta-only', metadata: { topic: 'meta' } });
     expect(noBlob.status).toBe(201);
+    const image = await api('POST', '/v1/buckets/docs/objects', { key: 'pixel.png', blobs: [{ property: 'content', base64: PIXEL_PNG }] });
+    expect(image.status).toBe(201);
 
-    const mixed = await runBatch([objectIds[0]!, noBlob.body.object_id]);
-    expect(mixed.status).toBe('COMPLETED_WITH_ERRORS');
-    expect(mixed.error).toBeNull();
-    const tier0 = mixed.tier_tasks[0];
-    expect(tier0.documents_missing_input_fields).toBe(1);
-    const missing = tier0.errors.find((e: ProcessingError) => e.error_type === 'missing_input');
-    expect(missing).toMatchObject({ component: 'text_extractor', affected_document_ids: [noBlob.body.object_id], affected_count: 1 });
-    expect(missing.recovery_suggestion).toMatch(/input_mapping/);
-    expect(mixed.error_summary).toEqual({ missing_input: 1 });
-    expect(tier0.extractor_jobs[0].status).toBe('COMPLETED_WITH_ERRORS');
-
-    const failed = await runBatch([noBlob.body.object_id]);
-    expect(failed.status).toBe('FAILED');
-    expect(failed.error).toMatch(/tier 0 failed: missing required input 'text'/);
-    expect(failed.tier_tasks).toHaveLength(1);
-    expect(events.some((e) => e.type === 'batch.failed' && e.data.batch_id === failed.batch_id)).toBe(true);
-    expect(events.some((e) => e.type === 'extractor.failure' && e.data.extractor === 'text_extractor')).toBe(true);
-
-    // Retry runs only what failed, once the input is there.
-    const patched = await api('PATCH', `/v1/buckets/docs/objects/${noBlob.body.object_id}`, { metadata: { topic: 'meta', text: 'Now it has words to embed.' } });
-    expect(patched.status).toBe(200);
-    const retried = await api('POST', `/v1/buckets/docs/batches/${failed.batch_id}/retry`);
-    expect(retried.status).toBe(202);
-    expect(retried.body.status).toBe('PENDING');
-    const after = await waitFor(failed.batch_id);
-    expect(after.status).toBe('COMPLETED');
-    expect(after.tier_tasks[0]).toMatchObject({ status: 'COMPLETED', source_documents_fetched: 1, documents_written: 1 });
-    expect(after.error).toBeNull();
+    const done = await runBatch([objectIds[0]!, noBlob.body.object_id, image.body.object_id]);
+    expect(done.status).toBe('COMPLETED');
+    expect(done.error).toBeNull();
+    expect(done.error_summary).toBeNull();
+    const tier0 = done.tier_tasks[0];
+    expect(tier0).toMatchObject({
+      status: 'COMPLETED',
+      errors: [],
+      source_documents_fetched: 3,
+      documents_submitted_to_engine: 1,
+      documents_skipped: 2,
+      skipped_reasons: { no_input_field: 1, unsupported_type: 1 },
+      documents_missing_input_fields: 1,
+      documents_written: 2,
+    });
+    expect(tier0.extractor_jobs[0]).toMatchObject({ extractor_type: 'text_extractor', status: 'COMPLETED', documents_skipped: 2, documents_written: 2 });
+    // Progress counts records: 3 objects, then the 2 chunk documents tier 1 reads.
+    expect(done.progress).toMatchObject({ records_total: 5, records_done: 5, records_skipped: 2, records_failed: 0, documents_written: 4, percent: 100 });
   });
 
   it('cancels queued work, and refuses what the state machine does not allow', async () => {

@@ -16,6 +16,8 @@ import { startTestKernel, type TestKernel } from '../../../support/kernel.js';
 describe('a batch over text, image, video, audio and PDF objects', () => {
   let t: TestKernel;
   let dir: string;
+  /** The objects of the first test, by kind (the second puts them in one bucket without prefixes). */
+  let payloads: Record<string, { key: string; blob: Record<string, unknown> }> = {};
   const api = (method: string, p: string, body?: unknown) =>
     t.request(method, p, { key: t.adminKey, headers: { 'X-Namespace': 'studio' }, ...(body !== undefined ? { body } : {}) });
 
@@ -61,6 +63,7 @@ describe('a batch over text, image, video, audio and PDF objects', () => {
         },
       },
     };
+    payloads = objects;
     const ids: Record<string, string> = {};
     for (const [kind, { key, blob }] of Object.entries(objects)) {
       const res = await api('POST', '/v1/buckets/media/objects', { key, blobs: [{ property: 'content', ...blob }] });
@@ -141,5 +144,53 @@ describe('a batch over text, image, video, audio and PDF objects', () => {
     const tree = await api('GET', `/v1/objects/${ids.image}/decomposition-tree`);
     expect(tree.status).toBe(200);
     expect(JSON.stringify(tree.body)).toContain(signText[0]!.document_id);
+  }, 240_000);
+
+  it('skips, with reasons, the objects each extractor cannot read when one collection per extractor reads a mixed bucket', async () => {
+    expect((await api('POST', '/v1/buckets', { bucket_name: 'mixed' })).status).toBe(201);
+    const ids: Record<string, string> = {};
+    for (const [kind, { key, blob }] of Object.entries(payloads)) {
+      const res = await api('POST', '/v1/buckets/mixed/objects', { key, blobs: [{ property: 'content', ...blob }] });
+      expect(res.status, JSON.stringify(res.body)).toBe(201);
+      ids[kind] = res.body.object_id;
+    }
+    const noBlob = await api('POST', '/v1/buckets/mixed/objects', { key: 'notes/empty', metadata: { note: 'no blob at all' } });
+    ids.none = noBlob.body.object_id;
+    const extractors = ['text_extractor', 'image_extractor', 'video_extractor', 'audio_extractor', 'pdf_extractor'];
+    for (const extractor of extractors) {
+      const res = await api('POST', '/v1/collections/create', {
+        collection_name: `mixed-${extractor}`,
+        source: { type: 'bucket', bucket_id: 'mixed' },
+        feature_extractors: [{ feature_extractor_name: extractor, parameters: extractor === 'audio_extractor' ? { segment_length: 1 } : {} }],
+      });
+      expect(res.status, JSON.stringify(res.body)).toBe(201);
+    }
+    const batch = await api('POST', '/v1/buckets/mixed/batches', { object_ids: Object.values(ids) });
+    expect((await api('POST', `/v1/buckets/mixed/batches/${batch.body.batch_id}/submit`)).status).toBe(202);
+    let done: Record<string, any> = {};
+    for (let i = 0; i < 1200; i++) {
+      done = (await api('GET', `/v1/buckets/mixed/batches/${batch.body.batch_id}`)).body;
+      if (!['PENDING', 'IN_PROGRESS'].includes(done.status)) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    // 6 objects × 5 collections: text, image, video, pdf read by one each, the video also by audio_extractor.
+    expect(done.status, JSON.stringify(done.tier_tasks?.[0]?.errors)).toBe('COMPLETED');
+    expect(done.error_summary).toBeNull();
+    const tier0 = done.tier_tasks[0];
+    expect(tier0.errors).toEqual([]);
+    expect(tier0).toMatchObject({
+      source_documents_fetched: 30,
+      documents_submitted_to_engine: 6,
+      documents_skipped: 24,
+      skipped_reasons: { no_input_field: 5, unsupported_type: 19 },
+      documents_missing_input_fields: 5,
+    });
+    expect(done.progress).toMatchObject({ records_total: 6, records_done: 6, records_failed: 0, records_skipped: 1, percent: 100 });
+    expect(done.progress.documents_written).toBe(tier0.documents_written);
+
+    // This kernel runs tasks: the task queue has a consumer.
+    const health = await api('GET', '/v1/health');
+    expect(health.body.components.task_queue).toMatchObject({ status: 'up' });
+    expect(health.body.components.task_queue.details.live_consumers).toBeGreaterThanOrEqual(1);
   }, 240_000);
 });

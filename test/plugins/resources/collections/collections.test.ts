@@ -132,6 +132,47 @@ describe('collections', () => {
     expect((await api('GET', '/v1/collections')).body.total).toBe(before);
   });
 
+  it('refuses an input_mapping to a field the source cannot have (422 naming it); a bucket without a schema may have any', async () => {
+    const shelved = await api('POST', '/v1/buckets', {
+      bucket_name: 'shelved',
+      schema: { properties: { title: { type: 'string' }, content: { type: 'text' } } },
+    });
+    expect(shelved.status).toBe(201);
+    const create = (name: string, source: Record<string, unknown>, extractor: string, inputMapping: Record<string, string>) =>
+      api('POST', '/v1/collections/create', {
+        collection_name: name,
+        source,
+        feature_extractors: [{ feature_extractor_name: extractor, input_mapping: inputMapping }],
+      });
+
+    const impossible = await create('shelved-chunks', { type: 'bucket', bucket_id: 'shelved' }, 'text_extractor', { text: 'body' });
+    expect(impossible.status).toBe(422);
+    expect(impossible.body.detail).toEqual([
+      expect.objectContaining({ loc: ['body', 'feature_extractors', 0, 'input_mapping', 'text'], type: 'unknown_source_field', msg: expect.stringMatching(/'body'.*title, content/) }),
+    ]);
+    expect((await api('GET', '/v1/collections/shelved-chunks')).status).toBe(404);
+
+    const fine = await create('shelved-chunks', { type: 'bucket', bucket_id: 'shelved' }, 'text_extractor', { text: 'title' });
+    expect(fine.status, JSON.stringify(fine.body)).toBe(201);
+    expect((await create('shelved-blobs', { type: 'bucket', bucket_id: 'shelved' }, 'text_extractor', { text: 'content.storage_key' })).status).toBe(201);
+    // `books` has no schema: its objects may have any field.
+    expect((await create('books-anything', { type: 'bucket', bucket_id: 'books' }, 'text_extractor', { text: 'whatever' })).status).toBe(201);
+
+    // A collection source has the fields of its output schema, and document metadata as metadata.<name>.
+    const chained = await create('shelved-rechunked', { type: 'collection', collection_id: 'shelved-chunks' }, 'text_extractor', { text: 'summary' });
+    expect(chained.status).toBe(422);
+    expect(chained.body.detail[0]).toMatchObject({ loc: ['body', 'feature_extractors', 0, 'input_mapping', 'text'], type: 'unknown_source_field' });
+    expect(chained.body.detail[0].msg).toContain('metadata.<name>');
+    expect((await create('shelved-rechunked', { type: 'collection', collection_id: 'shelved-chunks' }, 'text_extractor', { text: 'text' })).status).toBe(201);
+    expect((await create('shelved-by-note', { type: 'collection', collection_id: 'shelved-chunks' }, 'text_extractor', { text: 'metadata.note' })).status).toBe(201);
+    // A passthrough collection's documents carry whatever their source had: any field.
+    expect((await create('books-copies', { type: 'bucket', bucket_id: 'books' }, 'passthrough_extractor', {})).status).toBe(201);
+    expect((await create('books-copies-text', { type: 'collection', collection_id: 'books-copies' }, 'text_extractor', { text: 'anything' })).status).toBe(201);
+    for (const name of ['books-copies-text', 'books-copies', 'shelved-by-note', 'shelved-rechunked', 'books-anything', 'shelved-blobs', 'shelved-chunks']) {
+      expect((await api('DELETE', `/v1/collections/${name}?force=true`)).status).toBe(200);
+    }
+  });
+
   it('updates the mutable fields only, keeps names unique, and reaches a collection named like a route', async () => {
     const updated = await api('PATCH', '/v1/collections/by-id', { description: 'now described', enabled: false, cache_config: { enabled: true } });
     expect(updated.status).toBe(200);

@@ -43,7 +43,7 @@ describe('health', () => {
     expect(body.status).toBe('ok');
     expect(body.version).toBe('0.82.0');
     expect(body.uptime_seconds).toBeGreaterThanOrEqual(0);
-    expect(Object.keys(body.components).sort()).toEqual(['blob_store', 'database', 'event_bus', 'optional_cache', 'required_store', 'vectors']);
+    expect(Object.keys(body.components).sort()).toEqual(['blob_store', 'database', 'event_bus', 'optional_cache', 'required_store', 'task_queue', 'vectors']);
     const { database, event_bus } = body.components;
     expect(database).toMatchObject({ status: 'up', required: true });
     expect(event_bus).toMatchObject({ status: 'up', required: true });
