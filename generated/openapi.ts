@@ -1508,6 +1508,21 @@ export interface components {
          *     `object_id`, `created_at`, `updated_at`, `size_bytes` or `metadata.<path>`. Operators: eq, ne, gt, gte,
          *     lt, lte, in, nin, contains, starts_with, ends_with, exists, regex. String comparisons ignore case unless
          *     `case_sensitive` is true.
+         *
+         *     `regex` takes a pattern of one dialect, matched the same way wherever the filter runs (in the database
+         *     or in process, always in time linear in the text): a subset of RE2 syntax of at most 1000 characters.
+         *     Accepted: literals; `.` (any character, newlines included); `[...]` and `[^...]` with ranges; `\d`,
+         *     `\w`, `\s` and `\D`, `\W`, `\S` (ASCII: `[0-9]`, `[0-9A-Za-z_]`, tab/newline/form feed/carriage
+         *     return/space); `\t \n \r \f \v`, `\xHH`, `\x{HHHH}`; a backslash before punctuation for the
+         *     character itself; `(...)` and `(?:...)`; `|`; `*`, `+`, `?`, `{n}`, `{n,}`, `{n,m}` with n, m at most
+         *     255, and their lazy forms; `^` and `$` for the start and end of the whole value. A pattern matches
+         *     anywhere in the value unless anchored. Refused with a 422 naming the construct: back-references
+         *     (`\1`, `\k<name>`), lookahead and lookbehind, Unicode classes (`\p{L}`), word boundaries (`\b`),
+         *     named groups, inline flags (`(?i)`), `\A`, `\z`, `\Q...\E`, POSIX classes (`[[:alpha:]]`), a literal
+         *     `{` not written `\{`, and patterns over 1000 positions once counted repetitions are multiplied out.
+         *     Without `case_sensitive`, every letter written in the pattern (alone, in brackets or in a range) also
+         *     matches its other-case forms (Unicode simple case mappings); `\d \w \s` and their negations do
+         *     not change.
          */
         Filters: {
             AND?: unknown[];
