@@ -1367,7 +1367,8 @@ export interface components {
             results: components["schemas"]["Document"][];
         };
         DocumentListRequest: {
-            cursor?: string;
+            /** @description The `next_cursor` of the previous page (null or absent for the first page). */
+            cursor?: string | null;
             filters?: components["schemas"]["Filters"];
             /** @default 100 */
             limit?: number;
@@ -1704,7 +1705,8 @@ export interface components {
             results: components["schemas"]["BucketObject"][];
         };
         ObjectListRequest: {
-            cursor?: string;
+            /** @description The `next_cursor` of the previous page (null or absent for the first page). */
+            cursor?: string | null;
             filters?: components["schemas"]["Filters"];
             /** @default 100 */
             limit?: number;

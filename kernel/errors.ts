@@ -49,6 +49,12 @@ export class PayloadTooLargeError extends ApiError {
   readonly type = 'PayloadTooLargeError';
 }
 
+/** A request body in a media type or charset Tessera does not read (415; typed as an input problem). */
+export class UnsupportedMediaTypeError extends ApiError {
+  readonly status = 415;
+  readonly type = 'InputError';
+}
+
 export class RateLimitError extends ApiError {
   readonly status = 429;
   readonly type = 'RateLimitError';

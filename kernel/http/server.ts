@@ -10,7 +10,8 @@ import type { Container } from 'inversify';
 import type { Logger } from 'pino';
 import { servicesOf } from '../tokens.js';
 import type { Clock } from '../clock.js';
-import { AuthenticationError, NotFoundError, RateLimitError, RequestValidationError, type FieldProblem } from '../errors.js';
+import { AuthenticationError, NotFoundError, RateLimitError, RequestValidationError, UnsupportedMediaTypeError, type FieldProblem } from '../errors.js';
+import { isWebOrigin } from '../auth/origins.js';
 import type { Authenticator } from '../auth/authenticator.js';
 import type { Authorizer } from '../auth/authorizer.js';
 import type { KeyStore } from '../auth/key-store.js';
@@ -49,8 +50,14 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
   const matcher = new OperationMatcher(operations.values());
   const services = servicesOf(deps.container);
 
+  // Every response, errors, preflights and blob downloads included: never let a browser guess a type.
+  app.use((_req: Request, res: Response, next: NextFunction) => {
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    next();
+  });
+
   const bodyRequired = operationsRequiringBody(deps.apiDocument);
-  const json = express.json({ limit: deps.jsonBodyLimit });
+  const json = express.json({ limit: deps.jsonBodyLimit, verify: refuseDeepJson });
   const validator = new PerPathValidator({ apiDocument: deps.apiDocument, validateResponses: deps.validateResponses });
   const run = (middleware: (req: Request, res: Response, next: NextFunction) => void, req: Request, res: Response) =>
     new Promise<void>((resolve, reject) => middleware(req, res, (err?: unknown) => (err ? reject(err) : resolve())));
@@ -97,10 +104,10 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
       preflight(req, res, match.kind === 'method_not_allowed' ? match.allowed : match.kind === 'found' ? [match.operation.method.toUpperCase()] : []);
       return undefined;
     }
-    if (match.kind === 'not_found') throw new NotFoundError(`No route for ${req.method} ${req.path}`);
+    if (match.kind === 'not_found') throw new NotFoundError(`No route for ${req.method} ${loggablePath(req.path)}`);
     if (match.kind === 'method_not_allowed') {
       res.setHeader('Allow', match.allowed.join(', '));
-      res.status(405).json(errorBody(405, 'MethodNotAllowedError', `${req.method} is not allowed on ${req.path}`));
+      res.status(405).json(errorBody(405, 'MethodNotAllowedError', `${req.method} is not allowed on ${loggablePath(req.path)}`));
       return undefined;
     }
     ctx.operation = match.operation;
@@ -113,7 +120,8 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
     if (ctx.operation!.public) return;
     const origin = req.get('origin');
     ctx.auth = await deps.authenticator.authenticate(req.get('authorization'), origin);
-    if (origin) {
+    // `Origin: null` (sandboxed frames, file: pages) is shared by every such page: never grant it.
+    if (origin && isWebOrigin(origin)) {
       res.setHeader('Access-Control-Allow-Origin', origin);
       res.setHeader('Vary', 'Origin');
     }
@@ -182,8 +190,11 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
     const ctx = res.locals.ctx as RequestContext | undefined;
     const reply = mapError(err);
     const log = ctx?.log ?? deps.log;
-    if (reply.unexpected) log.error({ err, method: req.method, path: req.path }, 'request failed');
-    else if (!(err instanceof AuthenticationError)) log.info({ status: reply.status, msg: (err as Error).message }, 'request refused');
+    const path = loggablePath(req.path);
+    if (reply.unexpected) log.error({ ...(reply.logged ?? { err }), method: req.method, path }, 'request failed');
+    else if (!(err instanceof AuthenticationError)) {
+      log.info({ status: reply.status, ...(reply.logged ?? { msg: (err as Error).message }) }, 'request refused');
+    }
     if (res.headersSent) return;
     for (const [name, value] of Object.entries(reply.headers)) res.setHeader(name, value);
     res.status(reply.status).json(reply.body);
@@ -203,34 +214,83 @@ function operationsRequiringBody(apiDocument: Record<string, unknown>): Set<Oper
 
 const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
-/** The first string (or object key) in `value` that the database could not store, as a 422 problem. */
+/**
+ * The first string (or object key) in `value` that the database could not store, as a 422 problem.
+ * Iterative: a request body is at most MAX_JSON_DEPTH deep, but nothing here should rely on that.
+ */
 function unstorableText(value: unknown, loc: Array<string | number>): FieldProblem | undefined {
   const problem = (at: Array<string | number>): FieldProblem => ({
     loc: at,
     msg: 'must not contain NUL characters or unpaired surrogates',
     type: 'string_unstorable',
   });
-  if (typeof value === 'string') return UNSTORABLE.test(value) ? problem(loc) : undefined;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const found = unstorableText(value[i], [...loc, i]);
-      if (found) return found;
-    }
-    return undefined;
-  }
-  if (value !== null && typeof value === 'object') {
-    for (const [key, item] of Object.entries(value)) {
-      if (UNSTORABLE.test(key)) return problem([...loc, key]);
-      const found = unstorableText(item, [...loc, key]);
-      if (found) return found;
+  const pending: Array<{ value: unknown; loc: Array<string | number> }> = [{ value, loc }];
+  while (pending.length > 0) {
+    const item = pending.pop()!;
+    if (typeof item.value === 'string') {
+      if (UNSTORABLE.test(item.value)) return problem(item.loc);
+    } else if (Array.isArray(item.value)) {
+      for (let i = item.value.length - 1; i >= 0; i--) pending.push({ value: item.value[i], loc: [...item.loc, i] });
+    } else if (item.value !== null && typeof item.value === 'object') {
+      const entries = Object.entries(item.value);
+      for (const [key] of entries) if (UNSTORABLE.test(key)) return problem([...item.loc, key]);
+      for (let i = entries.length - 1; i >= 0; i--) pending.push({ value: entries[i]![1], loc: [...item.loc, entries[i]![0]] });
     }
   }
   return undefined;
 }
 
+/** Deepest nesting of arrays and objects a JSON body may have: far beyond any request, far below any stack. */
+export const MAX_JSON_DEPTH = 64;
+
+/**
+ * express.json's `verify`: runs on the raw bytes before JSON.parse, so no recursive walk (validation,
+ * storage, JSON.stringify) ever meets a deeper body. A byte scan is exact for UTF-8, the only charset
+ * JSON may be exchanged in (RFC 8259); other charsets are refused.
+ */
+function refuseDeepJson(_req: Request, _res: Response, body: Buffer, encoding: string): void {
+  if (encoding.toLowerCase().replace('-', '') !== 'utf8') {
+    throw new UnsupportedMediaTypeError('JSON request bodies must be UTF-8');
+  }
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < body.length; i++) {
+    const byte = body[i]!;
+    if (inString) {
+      if (byte === 0x5c) i++; // the escaped byte cannot end the string
+      else if (byte === 0x22) inString = false;
+    } else if (byte === 0x22) {
+      inString = true;
+    } else if (byte === 0x5b || byte === 0x7b) {
+      depth++;
+      if (depth > MAX_JSON_DEPTH) {
+        throw new RequestValidationError([
+          { loc: ['body'], msg: `JSON nests deeper than ${MAX_JSON_DEPTH} levels of arrays and objects`, type: 'json_too_deep' },
+        ]);
+      }
+    } else if (byte === 0x5d || byte === 0x7d) {
+      depth--;
+    }
+  }
+}
+
+/**
+ * A request path as logs and messages may show it: a presigned storage token (`/v1/storage/blobs/{token}`)
+ * is a credential for its URL's lifetime, so it is replaced wherever it appears in a path.
+ */
+export function loggablePath(path: string): string {
+  return path.replace(/(\/storage\/blobs\/)[^/]+/g, '$1[redacted]');
+}
+
 function preflight(req: Request, res: Response, methods: string[]): void {
-  res.setHeader('Access-Control-Allow-Origin', req.get('origin')!);
+  const origin = req.get('origin')!;
   res.setHeader('Vary', 'Origin');
+  if (!isWebOrigin(origin)) {
+    // No grant: the browser refuses the actual request.
+    res.status(204).end();
+    return;
+  }
+  res.setHeader('Access-Control-Allow-Origin', origin);
   res.setHeader('Access-Control-Allow-Methods', methods.join(', ') || 'GET, POST, PATCH, PUT, DELETE');
   res.setHeader('Access-Control-Allow-Headers', CORS_ALLOW_HEADERS);
   res.setHeader('Access-Control-Max-Age', '600');
@@ -244,7 +304,7 @@ function finishRequest(deps: HttpDependencies, req: Request, res: Response, ctx:
     {
       req_id: ctx.requestId,
       method: req.method,
-      path: req.path,
+      path: loggablePath(req.path),
       status: res.statusCode,
       ms: Math.round(latencyMs * 100) / 100,
       op: ctx.operation?.operationId,
@@ -256,7 +316,7 @@ function finishRequest(deps: HttpDependencies, req: Request, res: Response, ctx:
     key_id: ctx.auth?.keyId ?? null,
     operation_id: ctx.operation?.operationId ?? null,
     method: req.method,
-    path: ctx.operation?.path ?? req.path.slice(0, 300),
+    path: ctx.operation?.path ?? loggablePath(req.path).slice(0, 300),
     status: res.statusCode,
     latency_ms: latencyMs,
     credits: ctx.credits,

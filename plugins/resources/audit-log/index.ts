@@ -2,7 +2,7 @@
 import type { components } from '../../../generated/openapi.js';
 import type { AuditRow } from '../../../kernel/auth/audit-log.js';
 import { parseTimestamp } from '../../../kernel/dates.js';
-import { decodeCursor, encodeCursor } from '../../../kernel/http/cursor.js';
+import { cursorFields, decodeCursor, encodeCursor } from '../../../kernel/http/cursor.js';
 import { callerOf } from '../../../kernel/http/handlers.js';
 import { iso } from '../../../kernel/http/values.js';
 import { defineResource } from '../../../kernel/plugins.js';
@@ -33,7 +33,7 @@ export default defineResource({
         ...(query.resource_id ? { resourceId: query.resource_id } : {}),
         ...(query.start ? { start: parseTimestamp(query.start, ['query', 'start']) } : {}),
         ...(query.end ? { end: parseTimestamp(query.end, ['query', 'end']) } : {}),
-        ...(query.cursor ? { beforeSeq: decodeCursor<{ seq: number }>(query.cursor, (v) => Number.isInteger(v.seq)).seq } : {}),
+        ...(query.cursor ? { beforeSeq: decodeCursor(query.cursor, { seq: cursorFields.integer(1) }).seq } : {}),
       });
       const last = rows.at(-1);
       return {
