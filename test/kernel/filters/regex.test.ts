@@ -8,7 +8,7 @@ import { RequestValidationError } from '../../../kernel/errors.js';
 import { matchesFilter, parseFilter } from '../../../kernel/filters/filter.js';
 import { compileUserRegex, UnsupportedPatternError } from '../../../kernel/filters/regex.js';
 import { columnFieldResolver, whereFilter } from '../../../kernel/filters/sql.js';
-import { DatabaseHandle } from '../../../kernel/tokens.js';
+import { DatabaseHandle, TaskQueue } from '../../../kernel/tokens.js';
 import { startTestKernel, type TestKernel } from '../../support/kernel.js';
 
 const texts = [
@@ -142,7 +142,7 @@ describe('user regex dialect', () => {
   describe('over HTTP', () => {
     let bucketId: string;
     const api = (method: string, path: string, body: unknown) =>
-      t.request(method, path, { key: t.adminKey, headers: { 'X-Namespace': 'patterns' }, body });
+      t.request(method, path, { key: t.adminKey, headers: { 'X-Namespace': 'patterns' }, ...(body !== undefined ? { body } : {}) });
     beforeAll(async () => {
       expect((await t.request('POST', '/v1/namespaces', { key: t.adminKey, body: { namespace_name: 'patterns' } })).status).toBe(201);
       const created = await api('POST', '/v1/buckets', { bucket_name: 'regex-bucket' });
@@ -173,6 +173,35 @@ describe('user regex dialect', () => {
       });
       expect(res.status).toBe(422);
       expect(res.body.detail[0].loc).toEqual(['body', 'source', 'filters', 'AND', 0, 'value']);
+    });
+
+    it('a batch through a collection source filter with a catastrophic-backtracking pattern finishes', async () => {
+      const collection = await api('POST', '/v1/collections/create', {
+        collection_name: 'redos-source',
+        source: { type: 'bucket', bucket_id: bucketId, filters: { AND: [{ field: 'key', operator: 'regex', value: '^(a+)+$' }] } },
+        feature_extractors: [{ feature_extractor_name: 'passthrough_extractor' }],
+      });
+      expect(collection.status).toBe(201);
+      const ids: string[] = [];
+      for (const key of [`${'a'.repeat(1000)}!`, 'aaa']) {
+        const created = await api('POST', `/v1/buckets/${bucketId}/objects`, { key, metadata: {} });
+        expect(created.status).toBe(201);
+        ids.push(created.body.object_id);
+      }
+      const batch = await api('POST', `/v1/buckets/${bucketId}/batches`, { object_ids: ids });
+      expect(batch.status).toBe(201);
+      expect((await api('POST', `/v1/buckets/${bucketId}/batches/${batch.body.batch_id}/submit`, undefined)).status).toBe(202);
+      let status = '';
+      for (let i = 0; i < 600 && !['COMPLETED', 'COMPLETED_WITH_ERRORS', 'FAILED', 'CANCELED'].includes(status); i++) {
+        await t.kernel.services.get(TaskQueue).drain();
+        const health = await t.request('GET', '/v1/health');
+        expect(health.status).toBeLessThan(500);
+        status = (await api('GET', `/v1/buckets/${bucketId}/batches/${batch.body.batch_id}`, undefined)).body.status;
+        if (status !== 'COMPLETED') await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      expect(status).toBe('COMPLETED');
+      const documents = await api('POST', `/v1/collections/${collection.body.collection_id}/documents/list`, {});
+      expect(documents.body.results).toHaveLength(1);
     });
   });
 });
