@@ -2035,7 +2035,7 @@ export interface components {
         /** @description The `next_cursor` of the previous page. */
         Cursor: string;
         DocumentId: string;
-        /** @description Window end (ISO 8601). Defaults to now. */
+        /** @description Window end (RFC 3339 date-time). Defaults to now. */
         End: string;
         KeyId: string;
         KeyName: string;
@@ -2046,7 +2046,7 @@ export interface components {
         Offset: number;
         /** @description Namespace name or `ns_` id. */
         OptionalNamespaceHeader: string;
-        /** @description Window start (ISO 8601). Defaults to 7 days before `end`. */
+        /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. */
         Start: string;
         UploadId: string;
         UserEmail: string;
@@ -3623,9 +3623,9 @@ export interface operations {
     getApiKeyUsage: {
         parameters: {
             query?: {
-                /** @description Window end (ISO 8601). Defaults to now. */
+                /** @description Window end (RFC 3339 date-time). Defaults to now. */
                 end?: components["parameters"]["End"];
-                /** @description Window start (ISO 8601). Defaults to 7 days before `end`. */
+                /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. */
                 start?: components["parameters"]["Start"];
             };
             header?: never;
@@ -3656,9 +3656,9 @@ export interface operations {
     getApiKeyEndpointUsage: {
         parameters: {
             query?: {
-                /** @description Window end (ISO 8601). Defaults to now. */
+                /** @description Window end (RFC 3339 date-time). Defaults to now. */
                 end?: components["parameters"]["End"];
-                /** @description Window start (ISO 8601). Defaults to 7 days before `end`. */
+                /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. */
                 start?: components["parameters"]["Start"];
             };
             header?: never;
@@ -3692,11 +3692,11 @@ export interface operations {
                 action?: components["schemas"]["AuditAction"];
                 /** @description The `next_cursor` of the previous page. */
                 cursor?: string;
-                /** @description Window end (ISO 8601). Defaults to now. */
+                /** @description Window end (RFC 3339 date-time). Defaults to now. */
                 end?: components["parameters"]["End"];
                 limit?: components["parameters"]["Limit"];
                 resource_id?: string;
-                /** @description Window start (ISO 8601). Defaults to 7 days before `end`. */
+                /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. */
                 start?: components["parameters"]["Start"];
             };
             header?: never;
@@ -3724,9 +3724,9 @@ export interface operations {
     getOrganizationUsage: {
         parameters: {
             query?: {
-                /** @description Window end (ISO 8601). Defaults to now. */
+                /** @description Window end (RFC 3339 date-time). Defaults to now. */
                 end?: components["parameters"]["End"];
-                /** @description Window start (ISO 8601). Defaults to 7 days before `end`. */
+                /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. */
                 start?: components["parameters"]["Start"];
             };
             header?: never;
@@ -3754,9 +3754,9 @@ export interface operations {
     getOrganizationKeyUsage: {
         parameters: {
             query?: {
-                /** @description Window end (ISO 8601). Defaults to now. */
+                /** @description Window end (RFC 3339 date-time). Defaults to now. */
                 end?: components["parameters"]["End"];
-                /** @description Window start (ISO 8601). Defaults to 7 days before `end`. */
+                /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. */
                 start?: components["parameters"]["Start"];
             };
             header?: never;
