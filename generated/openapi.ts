@@ -1540,6 +1540,21 @@ export interface components {
          *     `object_id`, `created_at`, `updated_at`, `size_bytes` or `metadata.<path>`. Operators: eq, ne, gt, gte,
          *     lt, lte, in, nin, contains, starts_with, ends_with, exists, regex. String comparisons ignore case unless
          *     `case_sensitive` is true.
+         *
+         *     `regex` takes a pattern of one dialect, matched the same way wherever the filter runs (in the database
+         *     or in process, always in time linear in the text): a subset of RE2 syntax of at most 1000 characters.
+         *     Accepted: literals; `.` (any character, newlines included); `[...]` and `[^...]` with ranges; `\d`,
+         *     `\w`, `\s` and `\D`, `\W`, `\S` (ASCII: `[0-9]`, `[0-9A-Za-z_]`, tab/newline/form feed/carriage
+         *     return/space); `\t \n \r \f \v`, `\xHH`, `\x{HHHH}`; a backslash before punctuation for the
+         *     character itself; `(...)` and `(?:...)`; `|`; `*`, `+`, `?`, `{n}`, `{n,}`, `{n,m}` with n, m at most
+         *     255, and their lazy forms; `^` and `$` for the start and end of the whole value. A pattern matches
+         *     anywhere in the value unless anchored. Refused with a 422 naming the construct: back-references
+         *     (`\1`, `\k<name>`), lookahead and lookbehind, Unicode classes (`\p{L}`), word boundaries (`\b`),
+         *     named groups, inline flags (`(?i)`), `\A`, `\z`, `\Q...\E`, POSIX classes (`[[:alpha:]]`), a literal
+         *     `{` not written `\{`, and patterns over 1000 positions once counted repetitions are multiplied out.
+         *     Without `case_sensitive`, every letter written in the pattern (alone, in brackets or in a range) also
+         *     matches its other-case forms (Unicode simple case mappings); `\d \w \s` and their negations do
+         *     not change.
          */
         Filters: {
             AND?: unknown[];
@@ -2080,7 +2095,7 @@ export interface components {
         /** @description The `next_cursor` of the previous page. */
         Cursor: string;
         DocumentId: string;
-        /** @description Window end (ISO 8601). Defaults to now. */
+        /** @description Window end (RFC 3339 date-time). Defaults to now. */
         End: string;
         KeyId: string;
         KeyName: string;
@@ -2091,7 +2106,7 @@ export interface components {
         Offset: number;
         /** @description Namespace name or `ns_` id. */
         OptionalNamespaceHeader: string;
-        /** @description Window start (ISO 8601). Defaults to 7 days before `end`. */
+        /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. */
         Start: string;
         UploadId: string;
         UserEmail: string;
@@ -3670,9 +3685,9 @@ export interface operations {
     getApiKeyUsage: {
         parameters: {
             query?: {
-                /** @description Window end (ISO 8601). Defaults to now. */
+                /** @description Window end (RFC 3339 date-time). Defaults to now. */
                 end?: components["parameters"]["End"];
-                /** @description Window start (ISO 8601). Defaults to 7 days before `end`. */
+                /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. */
                 start?: components["parameters"]["Start"];
             };
             header?: never;
@@ -3703,9 +3718,9 @@ export interface operations {
     getApiKeyEndpointUsage: {
         parameters: {
             query?: {
-                /** @description Window end (ISO 8601). Defaults to now. */
+                /** @description Window end (RFC 3339 date-time). Defaults to now. */
                 end?: components["parameters"]["End"];
-                /** @description Window start (ISO 8601). Defaults to 7 days before `end`. */
+                /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. */
                 start?: components["parameters"]["Start"];
             };
             header?: never;
@@ -3739,11 +3754,11 @@ export interface operations {
                 action?: components["schemas"]["AuditAction"];
                 /** @description The `next_cursor` of the previous page. */
                 cursor?: string;
-                /** @description Window end (ISO 8601). Defaults to now. */
+                /** @description Window end (RFC 3339 date-time). Defaults to now. */
                 end?: components["parameters"]["End"];
                 limit?: components["parameters"]["Limit"];
                 resource_id?: string;
-                /** @description Window start (ISO 8601). Defaults to 7 days before `end`. */
+                /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. */
                 start?: components["parameters"]["Start"];
             };
             header?: never;
@@ -3771,9 +3786,9 @@ export interface operations {
     getOrganizationUsage: {
         parameters: {
             query?: {
-                /** @description Window end (ISO 8601). Defaults to now. */
+                /** @description Window end (RFC 3339 date-time). Defaults to now. */
                 end?: components["parameters"]["End"];
-                /** @description Window start (ISO 8601). Defaults to 7 days before `end`. */
+                /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. */
                 start?: components["parameters"]["Start"];
             };
             header?: never;
@@ -3801,9 +3816,9 @@ export interface operations {
     getOrganizationKeyUsage: {
         parameters: {
             query?: {
-                /** @description Window end (ISO 8601). Defaults to now. */
+                /** @description Window end (RFC 3339 date-time). Defaults to now. */
                 end?: components["parameters"]["End"];
-                /** @description Window start (ISO 8601). Defaults to 7 days before `end`. */
+                /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. */
                 start?: components["parameters"]["Start"];
             };
             header?: never;

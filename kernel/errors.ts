@@ -68,6 +68,12 @@ export class RangeNotSatisfiableError extends ApiError {
   }
 }
 
+/** A request body in a media type or charset Tessera does not read (415; typed as an input problem). */
+export class UnsupportedMediaTypeError extends ApiError {
+  readonly status = 415;
+  readonly type = 'InputError';
+}
+
 export class RateLimitError extends ApiError {
   readonly status = 429;
   readonly type = 'RateLimitError';

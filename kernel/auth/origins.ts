@@ -31,3 +31,11 @@ export function originMatches(pattern: string, origin: string): boolean {
 export function originAllowed(allowed: readonly string[], origin: string): boolean {
   return allowed.length === 0 || allowed.some((pattern) => originMatches(pattern, origin));
 }
+
+/**
+ * True for an http(s) origin a browser sends for a web page. `null` (sandboxed frames, file: and data:
+ * pages, redirects) is one value shared by every such page, so it is never granted anything.
+ */
+export function isWebOrigin(origin: string): boolean {
+  return parse(origin) !== undefined;
+}

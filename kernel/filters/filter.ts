@@ -5,6 +5,7 @@
  * tree to its own predicate language (SQL here; Lance SQL and Milvus expressions later).
  */
 import { RequestValidationError, type FieldProblem } from '../errors.js';
+import { compileUserRegex, UnsupportedPatternError, type UserRegex } from './regex.js';
 
 export const FILTER_OPERATORS = [
   'eq', 'ne', 'gt', 'gte', 'lt', 'lte', 'in', 'nin', 'contains', 'starts_with', 'ends_with', 'exists', 'regex',
@@ -18,6 +19,8 @@ export interface Condition {
   field: string;
   operator: FilterOperator;
   value: FilterValue;
+  /** For `regex`: the checked pattern, compiled for every engine (see regex.ts). */
+  regex?: UserRegex;
 }
 
 export interface Group {
@@ -50,6 +53,7 @@ const MAX_CONDITIONS = 200;
 export function parseFilter(input: unknown, loc: Array<string | number> = ['body', 'filters']): ParsedFilter {
   const problems: FieldProblem[] = [];
   let count = 0;
+  const caseSensitive = typeof input === 'object' && input !== null && (input as FilterInput).case_sensitive === true;
 
   const group = (value: unknown, at: Array<string | number>, depth: number): Group => {
     const out: Group = { kind: 'group', and: [], or: [], not: [] };
@@ -96,6 +100,7 @@ export function parseFilter(input: unknown, loc: Array<string | number> = ['body
       problems.push({ loc: [...at, 'operator'], msg: `must be one of ${FILTER_OPERATORS.join(', ')}`, type: 'filter_operator' });
     }
     const op = operator as FilterOperator;
+    let regex: UserRegex | undefined;
     const scalar = (v: unknown) => v === null || ['string', 'number', 'boolean'].includes(typeof v);
     if (op === 'in' || op === 'nin') {
       if (!Array.isArray(operand) || operand.length === 0 || operand.length > 1000 || !operand.every(scalar)) {
@@ -109,20 +114,21 @@ export function parseFilter(input: unknown, loc: Array<string | number> = ['body
       if (typeof operand !== 'string') problems.push({ loc: [...at, 'value'], msg: 'must be a string', type: 'filter_value' });
       if (op === 'regex' && typeof operand === 'string') {
         try {
-          new RegExp(operand);
-        } catch {
-          problems.push({ loc: [...at, 'value'], msg: 'is not a valid regular expression', type: 'filter_value' });
+          regex = compileUserRegex(operand, caseSensitive);
+        } catch (err) {
+          if (!(err instanceof UnsupportedPatternError)) throw err;
+          problems.push({ loc: [...at, 'value'], msg: `pattern ${err.message}`, type: 'filter_regex' });
         }
       }
     } else if (!scalar(operand)) {
       problems.push({ loc: [...at, 'value'], msg: 'must be a string, number, boolean or null', type: 'filter_value' });
     }
-    return { kind: 'condition', field: String(field), operator: op, value: (operand ?? (op === 'exists' ? true : null)) as FilterValue };
+    const checked = (operand ?? (op === 'exists' ? true : null)) as FilterValue;
+    return { kind: 'condition', field: String(field), operator: op, value: checked, ...(regex ? { regex } : {}) };
   };
 
   const root = group(input ?? {}, loc, 0);
   if (count > MAX_CONDITIONS) problems.push({ loc, msg: `at most ${MAX_CONDITIONS} conditions`, type: 'filter_size' });
-  const caseSensitive = typeof input === 'object' && input !== null && (input as FilterInput).case_sensitive === true;
   if (problems.length > 0) throw new RequestValidationError(problems);
   return { root, caseSensitive };
 }
@@ -149,7 +155,7 @@ export function matchesFilter(filter: ParsedFilter, record: Record<string, unkno
       case 'starts_with': return typeof a === 'string' && a.startsWith(String(v));
       case 'ends_with': return typeof a === 'string' && a.endsWith(String(v));
       case 'exists': return (actual !== undefined && actual !== null) === (c.value !== false);
-      case 'regex': return typeof actual === 'string' && new RegExp(String(c.value), filter.caseSensitive ? '' : 'i').test(actual);
+      case 'regex': return typeof actual === 'string' && regexOf(c, filter.caseSensitive).test(actual);
     }
   };
   const evalNode = (n: FilterNode): boolean => (n.kind === 'condition' ? test(n) : evalGroup(n));
@@ -162,4 +168,15 @@ function compare(a: unknown, b: unknown): number {
   if (typeof a === 'number' && typeof b === 'number') return a - b;
   if (typeof a === 'string' && typeof b === 'string') return a < b ? -1 : a > b ? 1 : 0;
   return Number.NaN;
+}
+
+/** The condition's compiled pattern (parseFilter compiles it; a hand-built tree gets it here). */
+export function regexOf(c: Condition, caseSensitive: boolean): UserRegex {
+  if (c.regex && c.regex.caseSensitive === caseSensitive) return c.regex;
+  try {
+    return compileUserRegex(String(c.value), caseSensitive);
+  } catch (err) {
+    if (!(err instanceof UnsupportedPatternError)) throw err;
+    throw new RequestValidationError([{ loc: ['body', 'filters'], msg: `pattern ${err.message}`, type: 'filter_regex' }]);
+  }
 }

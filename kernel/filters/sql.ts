@@ -4,8 +4,9 @@
  * payloads alike, with JSON types respected: 5 never equals "5", and a missing field matches `ne`.
  */
 import type { Knex } from 'knex';
+import { timestampProblem, parseTimestamp } from '../dates.js';
 import { RequestValidationError } from '../errors.js';
-import type { Condition, FilterNode, Group, ParsedFilter } from './filter.js';
+import { regexOf, type Condition, type FilterNode, type Group, type ParsedFilter } from './filter.js';
 
 /**
  * Maps a filter field to SQL: a jsonb expression, or a timestamptz column (compared as instants, with
@@ -50,12 +51,15 @@ export function filterToSql(filter: ParsedFilter, resolve: FieldResolver): Sql |
     const ops: Partial<Record<Condition['operator'], string>> = { eq: '=', ne: '<>', gt: '>', gte: '>=', lt: '<', lte: '<=' };
     if (c.operator === 'exists') return c.value === false ? `(${col} is null)` : `(${col} is not null)`;
     const op = ops[c.operator];
-    if (!op || typeof c.value !== 'string' || Number.isNaN(Date.parse(c.value))) {
+    const problem = timestampProblem(c.value);
+    if (!op || problem !== undefined) {
+      const why = op ? `: the value ${problem}` : '';
       throw new RequestValidationError([
-        { loc: ['body', 'filters'], msg: `'${c.field}' is a timestamp: use eq, ne, gt, gte, lt, lte or exists with an ISO 8601 value`, type: 'filter_value' },
+        { loc: ['body', 'filters'], msg: `'${c.field}' is a timestamp: use eq, ne, gt, gte, lt, lte or exists with an RFC 3339 date-time${why}`, type: 'filter_value' },
       ]);
     }
-    return `(${col} ${op} ${bind(c.value)}::timestamptz)`;
+    // The instant as JavaScript read it, so PostgreSQL never parses the client's own text.
+    return `(${col} ${op} ${bind(parseTimestamp(c.value as string, ['body', 'filters']).toISOString())}::timestamptz)`;
   };
 
   const condition = (c: Condition): string => {
@@ -100,7 +104,8 @@ export function filterToSql(filter: ParsedFilter, resolve: FieldResolver): Sql |
       case 'starts_with': return `(${isString} and left(${str(txt)}, length(${bind(c.value)})) = ${str(bind(c.value))})`;
       case 'ends_with': return `(${isString} and right(${str(txt)}, length(${bind(c.value)})) = ${str(bind(c.value))})`;
       case 'exists': return c.value === false ? `(${e} is null or ${e} = 'null'::jsonb)` : `(${e} is not null and ${e} <> 'null'::jsonb)`;
-      case 'regex': return `(${isString} and ${txt} ${ci ? '~*' : '~'} ${bind(c.value)})`;
+      // Always `~`: case folding is already written into the pattern (regex.ts), the same as in process.
+      case 'regex': return `(${isString} and ${txt} ~ ${bind(regexOf(c, filter.caseSensitive).postgres)})`;
     }
   };
 

@@ -80,7 +80,6 @@ function assetDirectory(): string {
 function send(res: Response, type: string, body: string | Buffer, cache: string): void {
   res.setHeader('Content-Type', type);
   res.setHeader('Cache-Control', cache);
-  res.setHeader('X-Content-Type-Options', 'nosniff');
   res.status(200).send(body);
 }
 

@@ -10,6 +10,8 @@ export interface ErrorReply {
   headers: Record<string, string>;
   /** Unexpected errors are logged at error level with the request id; 4xx at info. */
   unexpected: boolean;
+  /** What to log instead of the error itself, when the error carries SQL or bound values. */
+  logged?: Record<string, unknown>;
 }
 
 export function errorBody(status: number, type: string, message: string, details?: Record<string, unknown>) {
@@ -59,6 +61,56 @@ function isBodyParserError(err: unknown): err is BodyParserError {
     typeof (err as { status?: unknown }).status === 'number';
 }
 
+/** An error raised by PostgreSQL (pg) or PGlite: a SQLSTATE code among the engine's fields. */
+interface DatabaseError {
+  code: string;
+  message: string;
+}
+
+function isDatabaseError(err: unknown): err is DatabaseError {
+  if (typeof err !== 'object' || err === null) return false;
+  const { code } = err as { code?: unknown };
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && ('severity' in err || 'routine' in err);
+}
+
+/**
+ * SQLSTATEs a request's values cause (a date the database cannot hold, a number out of range, a text too
+ * long for an index): 400s that name the problem, never the SQL. Class 22 is "data exception", class 54
+ * "program limit exceeded".
+ */
+const INPUT_SQLSTATES: Record<string, string> = {
+  '22001': 'a text is too long',
+  '22003': 'a number is out of range',
+  '22007': 'a date-time is not in a valid format',
+  '22008': 'a date-time is out of range',
+  '22012': 'a computation divides by zero',
+  '2201B': 'a regular expression is invalid',
+  '22021': 'a text contains a character the database cannot store',
+  '22P02': 'a value does not have the expected type',
+  '22P05': 'a text contains a character the database cannot store',
+  '54000': 'a value is too large for the database',
+  '54001': 'the request is too complex for the database',
+};
+
+function databaseReply(err: DatabaseError): ErrorReply {
+  // Logged without the error object: drivers attach the statement and its bound values to it.
+  const logged = { sqlstate: err.code };
+  const reason = INPUT_SQLSTATES[err.code] ?? (err.code.startsWith('22') ? 'a value is not valid for the database' : undefined);
+  if (reason !== undefined) {
+    const message = `The request cannot be carried out: ${reason}`;
+    return { status: 400, body: errorBody(400, 'InputError', message, { sqlstate: err.code }), headers: {}, unexpected: false, logged };
+  }
+  if (err.code === '23505') {
+    const message = 'The request conflicts with an existing record';
+    return { status: 409, body: errorBody(409, 'ConflictError', message), headers: {}, unexpected: false, logged };
+  }
+  return { ...internalReply(), logged: { ...logged, database_message: err.message.split(' - ').at(-1) } };
+}
+
+function internalReply(): ErrorReply {
+  return { status: 500, body: errorBody(500, 'InternalError', 'Internal server error'), headers: {}, unexpected: true };
+}
+
 export function mapError(err: unknown): ErrorReply {
   if (err instanceof ApiError) {
     const headers: Record<string, string> = {};
@@ -96,5 +148,6 @@ export function mapError(err: unknown): ErrorReply {
       return { status: err.status, body: errorBody(err.status, 'InputError', err.message), headers: {}, unexpected: false };
     }
   }
-  return { status: 500, body: errorBody(500, 'InternalError', 'Internal server error'), headers: {}, unexpected: true };
+  if (isDatabaseError(err)) return databaseReply(err);
+  return internalReply();
 }

@@ -10,7 +10,8 @@ import type { Container } from 'inversify';
 import type { Logger } from 'pino';
 import { servicesOf } from '../tokens.js';
 import type { Clock } from '../clock.js';
-import { AuthenticationError, NotFoundError, RateLimitError, RequestValidationError, type FieldProblem } from '../errors.js';
+import { AuthenticationError, NotFoundError, RateLimitError, RequestValidationError } from '../errors.js';
+import { isWebOrigin } from '../auth/origins.js';
 import type { Authenticator } from '../auth/authenticator.js';
 import type { Authorizer } from '../auth/authorizer.js';
 import type { KeyStore } from '../auth/key-store.js';
@@ -18,6 +19,7 @@ import type { RateLimiter } from '../auth/rate-limiter.js';
 import type { RequestContext } from './context.js';
 import { contextOf } from './context.js';
 import { apiDocsRouter } from './docs.js';
+import { refuseDeepJson, unstorableText } from './body-checks.js';
 import { errorBody, mapError } from './error-mapper.js';
 import type { AnyHandler } from './handlers.js';
 import { OperationMatcher, operations, type OperationId, type OperationSpec } from './operations.js';
@@ -47,13 +49,19 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
-  // Interactive docs (/docs) are a page for people, not an API operation: served before the operation matcher.
-  app.use(apiDocsRouter());
   const matcher = new OperationMatcher(operations.values());
   const services = servicesOf(deps.container);
 
+  // Every response, errors, preflights and blob downloads included: never let a browser guess a type.
+  app.use((_req: Request, res: Response, next: NextFunction) => {
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    next();
+  });
+  // Interactive docs (/docs) are a page for people, not an API operation: served before the operation matcher.
+  app.use(apiDocsRouter());
+
   const bodyRequired = operationsRequiringBody(deps.apiDocument);
-  const json = express.json({ limit: deps.jsonBodyLimit });
+  const json = express.json({ limit: deps.jsonBodyLimit, verify: refuseDeepJson });
   const validator = new PerPathValidator({ apiDocument: deps.apiDocument, validateResponses: deps.validateResponses });
   const run = (middleware: (req: Request, res: Response, next: NextFunction) => void, req: Request, res: Response) =>
     new Promise<void>((resolve, reject) => middleware(req, res, (err?: unknown) => (err ? reject(err) : resolve())));
@@ -100,10 +108,10 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
       preflight(req, res, match.kind === 'method_not_allowed' ? match.allowed : match.kind === 'found' ? [match.operation.method.toUpperCase()] : []);
       return undefined;
     }
-    if (match.kind === 'not_found') throw new NotFoundError(`No route for ${req.method} ${req.path}`);
+    if (match.kind === 'not_found') throw new NotFoundError(`No route for ${req.method} ${loggablePath(req.path)}`);
     if (match.kind === 'method_not_allowed') {
       res.setHeader('Allow', match.allowed.join(', '));
-      res.status(405).json(errorBody(405, 'MethodNotAllowedError', `${req.method} is not allowed on ${req.path}`));
+      res.status(405).json(errorBody(405, 'MethodNotAllowedError', `${req.method} is not allowed on ${loggablePath(req.path)}`));
       return undefined;
     }
     ctx.operation = match.operation;
@@ -120,7 +128,8 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
       socketAddress: req.socket.remoteAddress,
       forwardedFor: req.get('x-forwarded-for'),
     });
-    if (origin) {
+    // `Origin: null` (sandboxed frames, file: pages) is shared by every such page: never grant it.
+    if (origin && isWebOrigin(origin)) {
       res.setHeader('Access-Control-Allow-Origin', origin);
       res.setHeader('Vary', 'Origin');
     }
@@ -189,8 +198,11 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
     const ctx = res.locals.ctx as RequestContext | undefined;
     const reply = mapError(err);
     const log = ctx?.log ?? deps.log;
-    if (reply.unexpected) log.error({ err, method: req.method, path: req.path }, 'request failed');
-    else if (!(err instanceof AuthenticationError)) log.info({ status: reply.status, reason: (err as Error).message }, 'request refused');
+    const path = loggablePath(req.path);
+    if (reply.unexpected) log.error({ ...(reply.logged ?? { err }), method: req.method, path }, 'request failed');
+    else if (!(err instanceof AuthenticationError)) {
+      log.info({ status: reply.status, ...(reply.logged ?? { reason: (err as Error).message }) }, 'request refused');
+    }
     if (res.headersSent) return;
     for (const [name, value] of Object.entries(reply.headers)) res.setHeader(name, value);
     res.status(reply.status).json(reply.body);
@@ -208,36 +220,23 @@ function operationsRequiringBody(apiDocument: Record<string, unknown>): Set<Oper
   return required;
 }
 
-const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
-
-/** The first string (or object key) in `value` that the database could not store, as a 422 problem. */
-function unstorableText(value: unknown, loc: Array<string | number>): FieldProblem | undefined {
-  const problem = (at: Array<string | number>): FieldProblem => ({
-    loc: at,
-    msg: 'must not contain NUL characters or unpaired surrogates',
-    type: 'string_unstorable',
-  });
-  if (typeof value === 'string') return UNSTORABLE.test(value) ? problem(loc) : undefined;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const found = unstorableText(value[i], [...loc, i]);
-      if (found) return found;
-    }
-    return undefined;
-  }
-  if (value !== null && typeof value === 'object') {
-    for (const [key, item] of Object.entries(value)) {
-      if (UNSTORABLE.test(key)) return problem([...loc, key]);
-      const found = unstorableText(item, [...loc, key]);
-      if (found) return found;
-    }
-  }
-  return undefined;
+/**
+ * A request path as logs and messages may show it: a presigned storage token (`/v1/storage/blobs/{token}`)
+ * is a credential for its URL's lifetime, so it is replaced wherever it appears in a path.
+ */
+export function loggablePath(path: string): string {
+  return path.replace(/(\/storage\/blobs\/)[^/]+/g, '$1[redacted]');
 }
 
 function preflight(req: Request, res: Response, methods: string[]): void {
-  res.setHeader('Access-Control-Allow-Origin', req.get('origin')!);
+  const origin = req.get('origin')!;
   res.setHeader('Vary', 'Origin');
+  if (!isWebOrigin(origin)) {
+    // No grant: the browser refuses the actual request.
+    res.status(204).end();
+    return;
+  }
+  res.setHeader('Access-Control-Allow-Origin', origin);
   res.setHeader('Access-Control-Allow-Methods', methods.join(', ') || 'GET, POST, PATCH, PUT, DELETE');
   res.setHeader('Access-Control-Allow-Headers', CORS_ALLOW_HEADERS);
   res.setHeader('Access-Control-Max-Age', '600');
@@ -251,7 +250,7 @@ function finishRequest(deps: HttpDependencies, req: Request, res: Response, ctx:
     {
       req_id: ctx.requestId,
       method: req.method,
-      path: req.path,
+      path: loggablePath(req.path),
       status: res.statusCode,
       ms: Math.round(latencyMs * 100) / 100,
       op: ctx.operation?.operationId,
@@ -263,7 +262,7 @@ function finishRequest(deps: HttpDependencies, req: Request, res: Response, ctx:
     key_id: ctx.auth?.keyId ?? null,
     operation_id: ctx.operation?.operationId ?? null,
     method: req.method,
-    path: ctx.operation?.path ?? req.path.slice(0, 300),
+    path: ctx.operation?.path ?? loggablePath(req.path).slice(0, 300),
     status: res.statusCode,
     latency_ms: latencyMs,
     credits: ctx.credits,

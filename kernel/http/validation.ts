@@ -6,6 +6,7 @@
  */
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
+import { isCalendarDate, isTimestamp } from '../dates.js';
 
 export interface ValidationOptions {
   apiDocument: Record<string, unknown>;
@@ -27,6 +28,12 @@ export function openApiMiddleware(apiDocument: Record<string, unknown>, options:
     validateFormats: true,
     // 'full' checks dates for real (no 30 February silently becoming 2 March).
     ajvFormats: { mode: 'full' },
+    // Dates and date-times through the one strict reader (kernel/dates.ts): ajv's own formats accept year
+    // 0000 and leap seconds, which neither JavaScript nor PostgreSQL can hold.
+    formats: {
+      'date-time': { type: 'string', validate: isTimestamp },
+      date: { type: 'string', validate: isCalendarDate },
+    },
     ignoreUndocumented: true,
   }) as RequestHandler[];
 }

@@ -11,6 +11,7 @@ import type { Permission } from '../../../kernel/auth/permissions.js';
 import { scopeProblem, type ResourceScope } from '../../../kernel/auth/scopes.js';
 import type { TenantStore, UserRow } from '../../../kernel/auth/tenants.js';
 import type { Clock } from '../../../kernel/clock.js';
+import { parseTimestamp } from '../../../kernel/dates.js';
 import { ConflictError, InputError, NotAllowedError, NotFoundError, RequestValidationError } from '../../../kernel/errors.js';
 import type { EventBus } from '../../../kernel/events/event-bus.js';
 import { isUniqueViolation } from '../../../kernel/http/values.js';
@@ -213,7 +214,7 @@ export class ApiKeyService {
 
   private futureDate(value: string | null | undefined): Date | null {
     if (value === undefined || value === null) return null;
-    const date = new Date(value);
+    const date = parseTimestamp(value, ['body', 'expires_at']);
     if (date.getTime() <= this.clock.now().getTime()) {
       throw new InputError('expires_at must be in the future', { expires_at: value });
     }

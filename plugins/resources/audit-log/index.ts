@@ -1,7 +1,8 @@
 /** GET /v1/organizations/audit-log: who changed which key, user or namespace, newest first. */
 import type { components } from '../../../generated/openapi.js';
 import type { AuditRow } from '../../../kernel/auth/audit-log.js';
-import { decodeCursor, encodeCursor } from '../../../kernel/http/cursor.js';
+import { parseTimestamp } from '../../../kernel/dates.js';
+import { cursorFields, decodeCursor, encodeCursor } from '../../../kernel/http/cursor.js';
 import { callerOf } from '../../../kernel/http/handlers.js';
 import { iso } from '../../../kernel/http/values.js';
 import { defineResource } from '../../../kernel/plugins.js';
@@ -30,9 +31,9 @@ export default defineResource({
         limit: query.limit ?? 100,
         ...(query.action ? { action: query.action } : {}),
         ...(query.resource_id ? { resourceId: query.resource_id } : {}),
-        ...(query.start ? { start: new Date(query.start) } : {}),
-        ...(query.end ? { end: new Date(query.end) } : {}),
-        ...(query.cursor ? { beforeSeq: decodeCursor<{ seq: number }>(query.cursor, (v) => Number.isInteger(v.seq)).seq } : {}),
+        ...(query.start ? { start: parseTimestamp(query.start, ['query', 'start']) } : {}),
+        ...(query.end ? { end: parseTimestamp(query.end, ['query', 'end']) } : {}),
+        ...(query.cursor ? { beforeSeq: decodeCursor(query.cursor, { seq: cursorFields.integer(1) }).seq } : {}),
       });
       const last = rows.at(-1);
       return {

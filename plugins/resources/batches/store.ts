@@ -1,7 +1,7 @@
 /** Batch rows and their chunks, always within one organization. */
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/openapi.js';
-import { decodeCursor, encodeCursor } from '../../../kernel/http/cursor.js';
+import { cursorFields, decodeCursor, encodeCursor } from '../../../kernel/http/cursor.js';
 import type { ProcessingOutcome } from '../../../kernel/processing.js';
 
 type Schemas = components['schemas'];
@@ -73,11 +73,6 @@ function toColumns(row: Partial<BatchRow>): Record<string, unknown> {
   return out;
 }
 
-interface ListCursor {
-  t: string;
-  id: string;
-}
-
 export class BatchStore {
   constructor(private readonly db: Knex) {}
 
@@ -110,7 +105,7 @@ export class BatchStore {
     const q = this.db<BatchRow>('batches').where({ organization_id: organizationId, bucket_id: bucketId });
     if (options.status) q.where({ status: options.status });
     if (options.cursor) {
-      const c = decodeCursor<ListCursor>(options.cursor, (v) => typeof v.t === 'string' && typeof v.id === 'string');
+      const c = decodeCursor(options.cursor, { t: cursorFields.timestamp(), id: cursorFields.id('btch') });
       q.whereRaw('(created_at, batch_id) < (?::timestamptz, ?)', [c.t, c.id]);
     }
     const rows = await q.orderBy([{ column: 'created_at', order: 'desc' }, { column: 'batch_id', order: 'desc' }]).limit(options.limit + 1);

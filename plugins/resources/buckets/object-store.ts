@@ -1,6 +1,6 @@
 /** Object rows and their listing: filters, sort and keyset (cursor) pagination. */
 import type { Knex } from 'knex';
-import { decodeCursor, encodeCursor } from '../../../kernel/http/cursor.js';
+import { cursorFields, decodeCursor, encodeCursor, type CursorField } from '../../../kernel/http/cursor.js';
 import type { ParsedFilter } from '../../../kernel/filters/filter.js';
 import { columnFieldResolver, whereFilter } from '../../../kernel/filters/sql.js';
 import type { StoredBlob } from './ingest.js';
@@ -47,18 +47,21 @@ const resolveField = columnFieldResolver({
   jsonRoots: ['metadata'],
 });
 
-interface Cursor {
-  s: SortField;
-  d: 'asc' | 'desc';
-  v: string | number;
-  id: string;
-}
+/** The sort value's field in a cursor, by sort. */
+const SORT_VALUE = {
+  created_at: cursorFields.timestamp(),
+  updated_at: cursorFields.timestamp(),
+  key: cursorFields.text(),
+  size_bytes: cursorFields.bigint(),
+} as const satisfies Record<SortField, CursorField>;
 
-function decodeListCursor(raw: string, sort: SortField, direction: 'asc' | 'desc'): Cursor {
-  return decodeCursor<Cursor>(
-    raw,
-    (c) => c.s === sort && c.d === direction && typeof c.id === 'string' && (typeof c.v === 'string' || typeof c.v === 'number'),
-  );
+function decodeListCursor(raw: string, sort: SortField, direction: 'asc' | 'desc'): { v: string | number; id: string } {
+  return decodeCursor(raw, {
+    s: cursorFields.literal(sort),
+    d: cursorFields.literal(direction),
+    v: SORT_VALUE[sort],
+    id: cursorFields.id('obj'),
+  });
 }
 
 export class ObjectStore {

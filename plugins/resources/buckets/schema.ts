@@ -2,6 +2,7 @@
  * A bucket's schema: which metadata fields and blob properties its objects have, and of what type.
  * An empty schema makes a schemaless bucket (any metadata, blob types inferred from content).
  */
+import { isDateOrTimestamp } from '../../../kernel/dates.js';
 import type { FieldProblem } from '../../../kernel/errors.js';
 
 export type PropertyType =
@@ -36,9 +37,9 @@ function typeProblem(type: PropertyType, value: unknown): string | undefined {
     case 'boolean':
       return typeof value === 'boolean' ? undefined : 'must be true or false';
     case 'date':
-      return typeof value === 'string' && /^\d{4}-\d{2}-\d{2}/.test(value) && !Number.isNaN(Date.parse(value))
+      return typeof value === 'string' && isDateOrTimestamp(value)
         ? undefined
-        : 'must be an ISO 8601 date';
+        : 'must be a date (2026-01-31) or an RFC 3339 date-time (2026-01-31T12:00:00Z)';
     case 'url':
       return typeof value === 'string' && /^https?:\/\/\S+$/i.test(value) ? undefined : 'must be an http(s) URL';
     case 'json':

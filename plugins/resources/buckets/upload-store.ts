@@ -1,6 +1,6 @@
 /** Upload rows: one per requested upload, from PENDING to COMPLETED (or FAILED / CANCELED). */
 import type { Knex } from 'knex';
-import { decodeCursor, encodeCursor } from '../../../kernel/http/cursor.js';
+import { cursorFields, decodeCursor, encodeCursor } from '../../../kernel/http/cursor.js';
 
 export type UploadStatus = 'PENDING' | 'PROCESSING' | 'COMPLETED' | 'FAILED' | 'CANCELED';
 
@@ -68,7 +68,7 @@ export class UploadStore {
     if (principalId) q.where({ owner_principal: principalId });
     if (status) q.where({ status });
     if (cursor) {
-      const c = decodeCursor<{ t: string; id: string }>(cursor, (v) => typeof v.t === 'string' && typeof v.id === 'string');
+      const c = decodeCursor(cursor, { t: cursorFields.timestamp(), id: cursorFields.id('upl') });
       q.whereRaw('(created_at, upload_id) < (?::timestamptz, ?)', [c.t, c.id]);
     }
     const rows = await q.orderBy([{ column: 'created_at', order: 'desc' }, { column: 'upload_id', order: 'desc' }]).limit(limit + 1);

@@ -4,7 +4,7 @@
  * what one principal owns or was granted (user-scoped `usr_sk_` keys).
  */
 import type { Knex } from 'knex';
-import { decodeCursor, encodeCursor } from '../../../kernel/http/cursor.js';
+import { cursorFields, decodeCursor, encodeCursor } from '../../../kernel/http/cursor.js';
 import type { ParsedFilter } from '../../../kernel/filters/filter.js';
 import { whereFilter, type FieldResolver } from '../../../kernel/filters/sql.js';
 import { newId } from '../../../kernel/ids.js';
@@ -65,13 +65,6 @@ export const resolveDocumentField: FieldResolver = (field) => {
   if ((root === 'metadata' || root === 'fields') && rest.length > 0) return { expr: `("${root}" #> '{${rest.join(',')}}')`, kind: 'jsonb' };
   return { expr: `("fields" #> '{${field.split('.').join(',')}}')`, kind: 'jsonb' };
 };
-
-interface Cursor {
-  s: DocumentSortField;
-  d: 'asc' | 'desc';
-  v: string;
-  id: string;
-}
 
 export class DocumentStore {
   constructor(private readonly db: Knex) {}
@@ -218,10 +211,12 @@ export class DocumentStore {
     whereFilter(q, query.filter, resolveDocumentField);
     this.visible(q, query.principalId);
     if (query.cursor) {
-      const c = decodeCursor<Cursor>(
-        query.cursor,
-        (v) => v.s === query.sort && v.d === query.direction && typeof v.v === 'string' && typeof v.id === 'string',
-      );
+      const c = decodeCursor(query.cursor, {
+        s: cursorFields.literal(query.sort),
+        d: cursorFields.literal(query.direction),
+        v: query.sort === 'document_id' ? cursorFields.id('doc') : cursorFields.timestamp(),
+        id: cursorFields.id('doc'),
+      });
       const cast = query.sort === 'document_id' ? '' : '::timestamptz';
       q.whereRaw(`("${query.sort}", document_id) ${query.direction === 'desc' ? '<' : '>'} (?${cast}, ?)`, [c.v, c.id]);
     }

@@ -3,6 +3,7 @@
  * writes; pending rows are flushed first so a figure always includes every finished request.
  */
 import { InputError, NotFoundError } from '../../../kernel/errors.js';
+import { parseTimestamp } from '../../../kernel/dates.js';
 import type { KeyRecord } from '../../../kernel/auth/key-store.js';
 import { callerOf } from '../../../kernel/http/handlers.js';
 import { iso, isoOrNull } from '../../../kernel/http/values.js';
@@ -14,8 +15,8 @@ const Usage = createToken<UsageQueries>('usage.UsageQueries');
 const DEFAULT_WINDOW_MS = 7 * 24 * 3600 * 1000;
 
 function windowOf(services: Services, query: { start?: string; end?: string }): Window {
-  const end = query.end ? new Date(query.end) : services.get(Clock).now();
-  const start = query.start ? new Date(query.start) : new Date(end.getTime() - DEFAULT_WINDOW_MS);
+  const end = query.end ? parseTimestamp(query.end, ['query', 'end']) : services.get(Clock).now();
+  const start = query.start ? parseTimestamp(query.start, ['query', 'start']) : new Date(end.getTime() - DEFAULT_WINDOW_MS);
   if (start.getTime() >= end.getTime()) throw new InputError('start must be before end', { start: iso(start), end: iso(end) });
   return { start, end };
 }

@@ -1,0 +1,246 @@
+/**
+ * Input that used to get a 500 (or worse) gets a documented 4xx: JSON nested past the stack, forged
+ * cursors, date-times JavaScript or PostgreSQL cannot hold, database errors caused by values. Every
+ * response says nosniff, `Origin: null` is never granted, and a presigned token never reaches the logs.
+ */
+import { request as httpRequest } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mapError } from '../../../kernel/http/error-mapper.js';
+import { encodeCursor } from '../../../kernel/http/cursor.js';
+import { startTestKernel, type TestKernel } from '../../support/kernel.js';
+
+/** A GET with a JSON body (fetch refuses to send one). */
+function getWithBody(url: string, body: string): Promise<{ status: number; body: any }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, { method: 'GET', headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+const deep = (levels: number) => `${'['.repeat(levels)}${']'.repeat(levels)}`;
+const deepObject = (levels: number) => `${'{"a":'.repeat(levels)}1${'}'.repeat(levels)}`;
+
+describe('hostile input', () => {
+  let t: TestKernel;
+  let bucketId: string;
+  let collectionId: string;
+  const ns = { 'X-Namespace': 'hostile' };
+  const api = (method: string, path: string, body?: unknown, headers: Record<string, string> = ns) =>
+    t.request(method, path, { key: t.adminKey, headers, ...(body !== undefined ? { body } : {}) });
+
+  beforeAll(async () => {
+    t = await startTestKernel();
+    expect((await api('POST', '/v1/namespaces', { namespace_name: 'hostile' }, {})).status).toBe(201);
+    bucketId = (await api('POST', '/v1/buckets', { bucket_name: 'hostile-bucket' })).body.bucket_id;
+    const collection = await api('POST', '/v1/collections/create', {
+      collection_name: 'hostile-collection',
+      source: { type: 'bucket', bucket_id: bucketId },
+      feature_extractors: [{ feature_extractor_name: 'passthrough_extractor' }],
+    });
+    expect(collection.status).toBe(201);
+    collectionId = collection.body.collection_id;
+  });
+  afterAll(async () => {
+    await t.stop();
+  });
+
+  describe('deeply nested JSON', () => {
+    it.each([
+      ['arrays, 100,000 levels', deep(100_000)],
+      ['objects, 20,000 levels', deepObject(20_000)],
+      ['65 levels', deep(65)],
+    ])('is a 422 on GET /v1/health without a key (%s)', async (_name, body) => {
+      const res = await getWithBody(`${t.url}/v1/health`, body);
+      expect(res.status).toBe(422);
+      expect(res.body.detail).toEqual([expect.objectContaining({ loc: ['body'], type: 'json_too_deep' })]);
+    });
+
+    it('is a 422 on an operation with a key, before authorization or validation walk it', async () => {
+      const res = await api('POST', `/v1/buckets/${bucketId}/objects/list`, `{"filters":{"AND":[${deep(50_000)}]}}`);
+      expect(res.status).toBe(422);
+      expect(res.body.detail[0].loc).toEqual(['body']);
+    });
+
+    it('accepts 64 levels (brackets inside strings do not count)', async () => {
+      const metadata = JSON.parse(`${'{"a":'.repeat(63)}"${'['.repeat(500)}"${'}'.repeat(63)}`) as Record<string, unknown>;
+      const res = await api('POST', `/v1/buckets/${bucketId}/objects`, { key: 'deep', metadata });
+      expect(res.status).toBe(201);
+    });
+
+    it('refuses JSON in a charset other than UTF-8 with a 415', async () => {
+      const res = await t.request('POST', '/v1/health', { body: '{}', headers: { 'Content-Type': 'application/json; charset=utf-16le' } });
+      expect(res.status).toBeGreaterThanOrEqual(400);
+      expect(res.status).toBeLessThan(500);
+    });
+
+    it('does not nest query strings', async () => {
+      const res = await t.request('GET', `/v1/health?${'a'}${'[b]'.repeat(5000)}=1`);
+      expect(res.status).toBeLessThan(500);
+    });
+  });
+
+  describe('forged cursors', () => {
+    const forged = [
+      encodeCursor({ t: { $gt: 1 }, id: 'upl_x' }),
+      encodeCursor({ t: '0000-01-01T00:00:00Z', id: 'btch_x' }),
+      encodeCursor({ t: 'yesterday', id: 'x' }),
+      encodeCursor({ s: 'created_at', d: 'desc', v: 'not-a-date', id: 'obj_x' }),
+      encodeCursor({ s: 'created_at', d: 'desc', v: ['2026-01-01T00:00:00Z'], id: 'obj_x' }),
+      encodeCursor({ s: 'created_at', d: 'desc', v: '2026-01-01T00:00:00Z', id: 42 }),
+      encodeCursor({ seq: 1e300 }),
+      encodeCursor({ seq: '1; drop table x' }),
+      encodeCursor([1, 2]),
+      'not base64 at all!',
+      Buffer.from('not json').toString('base64url'),
+    ];
+    const listings = (cursor: string): Array<[string, string, unknown?]> => [
+      ['GET', `/v1/buckets/${bucketId}/uploads?cursor=${encodeURIComponent(cursor)}`],
+      ['GET', `/v1/buckets/${bucketId}/batches?cursor=${encodeURIComponent(cursor)}`],
+      ['GET', `/v1/buckets/${bucketId}/objects?cursor=${encodeURIComponent(cursor)}`],
+      ['POST', `/v1/buckets/${bucketId}/objects/list`, { cursor }],
+      ['POST', `/v1/buckets/${bucketId}/objects/list`, { cursor, sort: { field: 'size_bytes' } }],
+      ['GET', `/v1/collections/${collectionId}/documents?cursor=${encodeURIComponent(cursor)}`],
+      ['POST', `/v1/collections/${collectionId}/documents/list`, { cursor }],
+      ['GET', `/v1/organizations/audit-log?cursor=${encodeURIComponent(cursor)}`],
+    ];
+
+    it.each(forged.map((c) => [c] as const))('%s is a 4xx on every listing', async (cursor) => {
+      for (const [method, path, body] of listings(cursor)) {
+        const res = await api(method, path, body);
+        expect({ path, status: res.status }).toEqual({ path, status: res.status < 500 && res.status >= 400 ? res.status : 'a 4xx' });
+        if (res.status === 400) expect(res.body.error.type).toBe('InputError');
+      }
+    });
+
+    it('a cursor of one sort is refused by another', async () => {
+      for (let i = 0; i < 3; i++) await api('POST', `/v1/buckets/${bucketId}/objects`, { key: `page-${i}`, metadata: {} });
+      const page = await api('POST', `/v1/buckets/${bucketId}/objects/list`, { limit: 1, sort: { field: 'size_bytes', direction: 'asc' } });
+      expect(page.status).toBe(200);
+      expect(page.body.next_cursor).toEqual(expect.any(String));
+      const next = await api('POST', `/v1/buckets/${bucketId}/objects/list`, { limit: 1, cursor: page.body.next_cursor, sort: { field: 'size_bytes', direction: 'asc' } });
+      expect(next.status).toBe(200);
+      const wrong = await api('POST', `/v1/buckets/${bucketId}/objects/list`, { limit: 1, cursor: page.body.next_cursor });
+      expect(wrong.status).toBe(400);
+    });
+
+    it('accepts cursor: null where responses return next_cursor: null', async () => {
+      expect((await api('POST', `/v1/buckets/${bucketId}/objects/list`, { cursor: null })).status).toBe(200);
+      expect((await api('POST', `/v1/collections/${collectionId}/documents/list`, { cursor: null })).status).toBe(200);
+    });
+  });
+
+  describe('date-times', () => {
+    const bad = ['0000-01-01T00:00:00Z', '2026-06-30T23:59:60Z', '2026-02-30T00:00:00Z', '1', '2026-01-01T00:00:00', '9999-12-31T23:59:59-01:00'];
+
+    it.each(bad.map((v) => [v] as const))('usage window start %s is a 422 at the field', async (value) => {
+      const res = await api('GET', `/v1/organizations/usage?start=${encodeURIComponent(value)}`, undefined, {});
+      expect(res.status).toBe(422);
+      expect(res.body.detail[0].loc).toEqual(['query', 'start']);
+    });
+
+    it.each(bad.map((v) => [v] as const))('audit-log end %s is a 422', async (value) => {
+      const res = await api('GET', `/v1/organizations/audit-log?end=${encodeURIComponent(value)}`, undefined, {});
+      expect(res.status).toBe(422);
+    });
+
+    it.each(bad.map((v) => [v] as const))('api key expires_at %s is a 422 at the field', async (value) => {
+      const res = await api('POST', `/v1/organizations/users/${encodeURIComponent(t.adminEmail)}/api-keys`, { name: `k-${value.length}`, expires_at: value }, {});
+      expect(res.status).toBe(422);
+      expect(res.body.detail[0].loc).toEqual(['body', 'expires_at']);
+    });
+
+    it.each(bad.map((v) => [v] as const))('a timestamp filter value %s is a 422', async (value) => {
+      const res = await api('POST', `/v1/buckets/${bucketId}/objects/list`, { filters: { AND: [{ field: 'created_at', operator: 'gt', value }] } });
+      expect(res.status).toBe(422);
+      expect(res.body.detail[0].msg).toMatch(/RFC 3339/);
+    });
+
+    it('accepts the edges and offsets', async () => {
+      const ok = await api('GET', `/v1/organizations/usage?start=${encodeURIComponent('0001-01-01T00:00:00Z')}&end=${encodeURIComponent('2026-01-01T01:00:00.123456+01:00')}`, undefined, {});
+      expect(ok.status).toBe(200);
+      const filtered = await api('POST', `/v1/buckets/${bucketId}/objects/list`, {
+        filters: { AND: [{ field: 'created_at', operator: 'gt', value: '0001-01-01T00:00:00+00:00' }] },
+      });
+      expect(filtered.status).toBe(200);
+    });
+  });
+
+  describe('database errors', () => {
+    it('map to a 400 naming the problem, without the SQL or its values', () => {
+      const err = Object.assign(new Error('select * from "objects" where "created_at" > $1 - date/time field value out of range: "secret-value"'), {
+        code: '22008',
+        severity: 'ERROR',
+        routine: 'DateTimeParseError',
+        params: ['secret-value'],
+      });
+      const reply = mapError(err);
+      expect(reply.status).toBe(400);
+      expect(JSON.stringify(reply.body)).not.toMatch(/select|secret-value|\$1/);
+      expect(JSON.stringify(reply.logged)).not.toMatch(/secret-value/);
+    });
+
+    it('an unknown database failure is a generic 500, logged without bound values', () => {
+      const err = Object.assign(new Error('insert into "x" values ($1) - relation "x" does not exist'), {
+        code: '42P01',
+        severity: 'ERROR',
+        params: ['secret-value'],
+      });
+      const reply = mapError(err);
+      expect(reply.status).toBe(500);
+      expect(JSON.stringify(reply.body)).not.toMatch(/insert|relation/);
+      expect(JSON.stringify(reply.logged)).not.toMatch(/secret-value/);
+    });
+  });
+
+  describe('headers', () => {
+    it('every response says X-Content-Type-Options: nosniff', async () => {
+      const object = await api('POST', `/v1/buckets/${bucketId}/objects`, { key: 'sniff', blobs: [{ property: 'content', text: '<script>alert(1)</script>' }] });
+      expect(object.status).toBe(201);
+      const fetched = await api('GET', `/v1/buckets/${bucketId}/objects/${object.body.object_id}`);
+      const download = await fetch(fetched.body.blobs[0].url);
+      expect(download.status).toBe(200);
+      const responses = [
+        object,
+        await t.request('GET', '/v1/health'),
+        await t.request('GET', '/v1/nowhere'),
+        await t.request('DELETE', '/v1/health'),
+        await t.request('GET', '/v1/me'),
+        await t.request('OPTIONS', '/v1/me', { headers: { Origin: 'https://app.example.com', 'Access-Control-Request-Method': 'GET' } }),
+        await api('POST', `/v1/buckets/${bucketId}/objects/list`, { limit: 'x' }),
+      ];
+      for (const res of responses) expect(res.headers.get('x-content-type-options')).toBe('nosniff');
+      expect(download.headers.get('x-content-type-options')).toBe('nosniff');
+    });
+
+    it('never reflects Origin: null', async () => {
+      const preflight = await t.request('OPTIONS', '/v1/me', { headers: { Origin: 'null', 'Access-Control-Request-Method': 'GET' } });
+      expect(preflight.headers.get('access-control-allow-origin')).toBeNull();
+      const me = await t.request('GET', '/v1/me', { key: t.adminKey, headers: { Origin: 'null' } });
+      expect(me.headers.get('access-control-allow-origin')).toBeNull();
+      const web = await t.request('GET', '/v1/me', { key: t.adminKey, headers: { Origin: 'https://app.example.com' } });
+      expect(web.headers.get('access-control-allow-origin')).toBe('https://app.example.com');
+    });
+  });
+
+  describe('presigned tokens', () => {
+    it('never reach the logs, on success or failure', async () => {
+      const object = await api('POST', `/v1/buckets/${bucketId}/objects`, { key: 'token', blobs: [{ property: 'content', text: 'hello' }] });
+      const fetched = await api('GET', `/v1/buckets/${bucketId}/objects/${object.body.object_id}`);
+      const url = new URL(fetched.body.blobs[0].url as string);
+      const token = url.pathname.split('/').at(-1)!;
+      expect((await fetch(url)).status).toBe(200);
+      expect((await fetch(`${url.href}/more`)).status).toBe(404);
+      expect((await fetch(url, { method: 'PUT', body: 'x' })).status).toBeGreaterThanOrEqual(400);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const logged = t.logs.join('\n');
+      expect(logged).toContain('/v1/storage/blobs/[redacted]');
+      expect(logged).not.toContain(token);
+      expect(logged).not.toContain(token.split('.')[1]!);
+    });
+  });
+});
