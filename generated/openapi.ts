@@ -7,10 +7,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List the namespace's buckets, by name. */
+        /**
+         * List the namespace's buckets, by name.
+         * @description Lists the buckets of the `X-Namespace` namespace in name order, with their object counts and sizes. `search` keeps names containing the text; offset pagination with `limit` and `offset`. Needs the `read` permission.
+         */
         get: operations["listBuckets"];
         put?: never;
-        /** Create a bucket with a schema in the namespace of X-Namespace. */
+        /**
+         * Create a bucket with a schema in the namespace of X-Namespace.
+         * @description Creates a bucket in the namespace of `X-Namespace` (required; 404 when it does not exist). Its `schema.properties` declare the metadata fields and blob properties every object is checked against; properties can be added later but not changed or removed. Bucket names are unique in the namespace (409 otherwise). Needs the `write` permission.
+         */
         post: operations["createBucket"];
         delete?: never;
         options?: never;
@@ -31,7 +37,10 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** One bucket, by name or `bkt_` id, with its object count and size. */
+        /**
+         * One bucket, by name or `bkt_` id, with its object count and size.
+         * @description Looks up one bucket of the `X-Namespace` namespace by name or `bkt_` id and returns its schema, object count and total size. Needs the `read` permission; a bucket that is not in this namespace is a 404.
+         */
         get: operations["getBucket"];
         put?: never;
         post?: never;
@@ -63,10 +72,16 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** List the bucket's batches, newest first. */
+        /**
+         * List the bucket's batches, newest first.
+         * @description Lists the bucket's batches, newest first, optionally only those with one `status`. For the next page pass the previous `next_cursor` as `cursor`. Needs the `read` permission.
+         */
         get: operations["listBatches"];
         put?: never;
-        /** Create a batch (DRAFT) of the bucket's objects; submit it to process them through every collection that reads the bucket. */
+        /**
+         * Create a batch (DRAFT) of the bucket's objects; submit it to process them through every collection that reads the bucket.
+         * @description Creates a DRAFT batch of the bucket's objects; `object_ids` may be empty and filled later with `POST .../batches/{batch_id}/objects`, and repeated ids are kept once. Nothing runs until the batch is submitted. Every id must be an object of this bucket (400 otherwise). Needs the `write` permission.
+         */
         post: operations["createBatch"];
         delete?: never;
         options?: never;
@@ -88,15 +103,24 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** One batch with its tiers, counters, errors and progress. */
+        /**
+         * One batch with its tiers, counters, errors and progress.
+         * @description Returns one batch: its status, its DAG of collection tiers, one task per tier with counters and errors, the `error_summary` and its progress. Poll it to follow a submitted batch. Needs the `read` permission.
+         */
         get: operations["getBatch"];
         put?: never;
         post?: never;
-        /** Delete a batch that is not running (DRAFT or finished); its documents stay. */
+        /**
+         * Delete a batch that is not running (DRAFT or finished); its documents stay.
+         * @description Deletes a DRAFT or finished batch and its manifest; the documents it produced stay in their collections. A PENDING or IN_PROGRESS batch is a 409: cancel it first. Needs the `delete` permission.
+         */
         delete: operations["deleteBatch"];
         options?: never;
         head?: never;
-        /** Replace the batch's user metadata (not used by processing); returns the full batch. */
+        /**
+         * Replace the batch's user metadata (not used by processing); returns the full batch.
+         * @description Replaces the batch's `metadata` with the object sent, in any state; processing never reads it. Needs the `write` permission.
+         */
         patch: operations["updateBatch"];
         trace?: never;
     };
@@ -116,7 +140,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Cancel a PENDING or IN_PROGRESS batch; work already written stays, queued work is skipped. */
+        /**
+         * Cancel a PENDING or IN_PROGRESS batch; work already written stays, queued work is skipped.
+         * @description Cancels a PENDING or IN_PROGRESS batch at once: tasks not yet started are skipped and documents already written stay. A batch in any other state is a 409. A canceled batch can be retried. Needs the `write` permission.
+         */
         post: operations["cancelBatch"];
         delete?: never;
         options?: never;
@@ -140,7 +167,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Add objects of the bucket to a DRAFT batch (ids already in it are kept once). */
+        /**
+         * Add objects of the bucket to a DRAFT batch (ids already in it are kept once).
+         * @description Adds object ids to a DRAFT batch; ids already in it are kept once, and a batch holds at most 100,000 objects (400 beyond). Every id must be an object of this bucket (400 otherwise), and a batch that is no longer DRAFT is a 409. Needs the `write` permission.
+         */
         post: operations["addBatchObjects"];
         delete?: never;
         options?: never;
@@ -164,7 +194,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Run again what failed in a FAILED, COMPLETED_WITH_ERRORS or CANCELED batch, from its first tier with failures. */
+        /**
+         * Run again what failed in a FAILED, COMPLETED_WITH_ERRORS or CANCELED batch, from its first tier with failures.
+         * @description Runs the batch again from its first tier that did not complete; only records without a final result (failed, canceled or never run) are processed again, and what earlier runs wrote stays counted. The batch becomes PENDING; one in any other state than FAILED, COMPLETED_WITH_ERRORS or CANCELED is a 409. Needs the `write` permission.
+         */
         post: operations["retryBatch"];
         delete?: never;
         options?: never;
@@ -188,7 +221,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Submit a DRAFT batch; resolves the collection DAG (tier 0 reads the bucket, tier N reads tier N-1) and queues tier 0. */
+        /**
+         * Submit a DRAFT batch; resolves the collection DAG (tier 0 reads the bucket, tier N reads tier N-1) and queues tier 0.
+         * @description Resolves the DAG (tier 0 holds the enabled collections that read the bucket, tier N those that read tier N-1), writes the manifest and queues tier 0; the batch becomes PENDING and runs in the background, so poll `GET .../batches/{batch_id}` to follow it. Objects deleted since they were added are left out. A batch without objects is a 400; a batch already submitted, or a bucket that no enabled collection reads, is a 409. Needs the `write` permission.
+         */
         post: operations["submitBatch"];
         delete?: never;
         options?: never;
@@ -209,10 +245,16 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** List objects, newest first, with cursor pagination (filters via POST .../objects/list). */
+        /**
+         * List objects, newest first, with cursor pagination (filters via POST .../objects/list).
+         * @description Lists the bucket's objects, newest first; for the next page pass the previous `next_cursor` as `cursor`. `prefix` keeps keys starting with it, and `return_presigned_urls=true` adds a download URL to every blob. A `usr_sk_` key sees only the objects its principal owns. Needs the `read` permission.
+         */
         get: operations["listObjects"];
         put?: never;
-        /** Put an object in the bucket; its blobs come inline (text, JSON, base64), from a confirmed upload, or from a URL. */
+        /**
+         * Put an object in the bucket; its blobs come inline (text, JSON, base64), from a confirmed upload, or from a URL.
+         * @description Stores one object: its metadata is checked against the bucket schema (422 naming the field in `loc`) and its blobs come inline (text, JSON or base64), from a confirmed upload (`upload_id`), or from a URL the server fetches. `key` defaults to the object id and must be unique in the bucket (409 otherwise); a blob above the size limit is a 413, and on any failure nothing is stored. A `usr_sk_` key's principal becomes the owner; other keys may name one in `owner_principal`. Needs the `write` permission.
+         */
         post: operations["createObject"];
         delete?: never;
         options?: never;
@@ -234,15 +276,24 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** One object, with fresh presigned download URLs for its blobs. */
+        /**
+         * One object, with fresh presigned download URLs for its blobs.
+         * @description Returns one object with its metadata and blobs; with `return_presigned_urls` (default true) every blob carries a fresh presigned GET URL that works without a key until it expires. A `usr_sk_` key gets a 404 for an object its principal does not own. Needs the `read` permission.
+         */
         get: operations["getObject"];
         put?: never;
         post?: never;
-        /** Delete an object and its blobs. */
+        /**
+         * Delete an object and its blobs.
+         * @description Deletes the object and its stored blobs, and lowers the bucket's object count and size. Documents already made from it stay in their collections (delete them through the collection's documents). A `usr_sk_` key can delete only objects its principal owns. Needs the `delete` permission.
+         */
         delete: operations["deleteObject"];
         options?: never;
         head?: never;
-        /** Replace an object's metadata (checked against the bucket schema). */
+        /**
+         * Replace an object's metadata (checked against the bucket schema).
+         * @description Replaces the object's metadata as a whole (send every field to keep), checked against the bucket schema (422 otherwise); its key and blobs do not change. Documents already made from the object are not updated: submit a batch to process it again. Needs the `write` permission.
+         */
         patch: operations["updateObject"];
         trace?: never;
     };
@@ -289,7 +340,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** List objects matching a filter (AND/OR/NOT of `{field, operator, value}`), sorted, with cursor pagination. */
+        /**
+         * List objects matching a filter (AND/OR/NOT of `{field, operator, value}`), sorted, with cursor pagination.
+         * @description Lists the bucket's objects that match `filters` (conditions combined with AND, OR and NOT), in the requested sort order. For the next page send the same filters and sort with the previous `next_cursor` as `cursor`. A `usr_sk_` key sees only the objects its principal owns. Needs the `read` permission.
+         */
         post: operations["searchObjects"];
         delete?: never;
         options?: never;
@@ -310,10 +364,16 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** List the bucket's uploads, newest first. */
+        /**
+         * List the bucket's uploads, newest first.
+         * @description Lists the bucket's uploads, newest first, optionally only those with one `status`. For the next page pass the previous `next_cursor` as `cursor`. Needs the `read` permission.
+         */
         get: operations["listUploads"];
         put?: never;
-        /** Ask for an upload; PUT the file to the returned presigned URL, then confirm it. */
+        /**
+         * Ask for an upload; PUT the file to the returned presigned URL, then confirm it.
+         * @description Starts the upload of one file: the response holds a presigned PUT URL, and any headers to send with it, valid for `expires_in_seconds` (default 3600). PUT the file there, then call `POST .../uploads/{upload_id}/confirm`; with `create_object` (default true) the confirm creates the object, so its metadata and key are checked now (422, 409). A declared `file_size_bytes` above the deployment's maximum upload size is a 413, and an upload not confirmed in time expires. Needs the `write` permission.
+         */
         post: operations["createUpload"];
         delete?: never;
         options?: never;
@@ -335,7 +395,10 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** One upload and its state. */
+        /**
+         * One upload and its state.
+         * @description Returns one upload and its status: PENDING until confirmed, PROCESSING while a confirm runs, then COMPLETED with the `object_id` it created, FAILED when an asynchronous confirm failed, or CANCELED once it expired unconfirmed. Poll it after an `async=true` confirm. Needs the `read` permission.
+         */
         get: operations["getUpload"];
         put?: never;
         post?: never;
@@ -382,7 +445,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List the namespace's collections, by name. */
+        /**
+         * List the namespace's collections, by name.
+         * @description Lists the collections of the `X-Namespace` namespace in name order. Offset pagination with `limit` and `offset`. Needs the `read` permission.
+         */
         get: operations["listCollections"];
         put?: never;
         post?: never;
@@ -405,11 +471,17 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** One collection, by name or `col_` id, with its lineage and output schema. */
+        /**
+         * One collection, by name or `col_` id, with its lineage and output schema.
+         * @description Looks up one collection of the `X-Namespace` namespace by name or `col_` id, with its source, feature extractors, lineage back to the bucket and output schema. Needs the `read` permission; a collection that is not in this namespace is a 404.
+         */
         get: operations["getCollection"];
         put?: never;
         post?: never;
-        /** Delete a collection; refused with 409 while other collections read from it, unless `force=true`. */
+        /**
+         * Delete a collection; refused with 409 while other collections read from it, unless `force=true`.
+         * @description Deletes the collection and all its documents. While other collections read from it the delete is refused with 409, which names them; `force=true` deletes it anyway. Needs the `delete` permission.
+         */
         delete: operations["deleteCollection"];
         options?: never;
         head?: never;
@@ -433,7 +505,10 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** List a collection's documents, newest first, with cursor pagination (filters via POST .../documents/list). */
+        /**
+         * List a collection's documents, newest first, with cursor pagination (filters via POST .../documents/list).
+         * @description Lists the collection's documents, newest first; for the next page pass the previous `next_cursor` as `cursor`. For filters and sorting use `POST .../documents/list`. A `usr_sk_` key sees only documents its principal owns or was granted. Needs the `read` permission.
+         */
         get: operations["listDocuments"];
         put?: never;
         post?: never;
@@ -457,15 +532,24 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** One document. */
+        /**
+         * One document.
+         * @description Returns one document with its extracted fields, its metadata and where it came from (root object, source collection and document, tier). A `usr_sk_` key gets a 404 for a document its principal neither owns nor was granted. Needs the `read` permission.
+         */
         get: operations["getDocument"];
         put?: never;
         post?: never;
-        /** Delete one document. */
+        /**
+         * Delete one document.
+         * @description Deletes one document; the object it was made from is not affected. A `usr_sk_` key can delete only documents its principal owns or was granted. Needs the `delete` permission.
+         */
         delete: operations["deleteDocument"];
         options?: never;
         head?: never;
-        /** Replace a document's metadata (its extracted fields belong to processing). */
+        /**
+         * Replace a document's metadata (its extracted fields belong to processing).
+         * @description Replaces the document's `metadata` as a whole; its extracted `fields` are left as processing wrote them. A `usr_sk_` key can update only documents its principal owns or was granted. Needs the `write` permission.
+         */
         patch: operations["updateDocument"];
         trace?: never;
     };
@@ -484,7 +568,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Delete every document a filter selects (the filter must have at least one condition). */
+        /**
+         * Delete every document a filter selects (the filter must have at least one condition).
+         * @description Deletes every document the filter selects (the filter language of `POST .../documents/list`) and returns how many were deleted. A filter without any condition is a 400: to empty a collection, delete the collection. A `usr_sk_` key deletes only documents its principal owns or was granted. Needs the `delete` permission.
+         */
         post: operations["deleteDocumentsByFilter"];
         delete?: never;
         options?: never;
@@ -548,7 +635,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every feature extractor this deployment runs, with its parameters, inputs, outputs and feature URIs. */
+        /**
+         * Every feature extractor this deployment runs, with its parameters, inputs, outputs and feature URIs.
+         * @description Lists every feature extractor this deployment runs, by name, with its version, accepted content, parameters, inputs, outputs and feature URIs: the names and parameters to use in a collection's `feature_extractors`. It does not depend on a namespace, so `X-Namespace` is not needed. Needs the `read` permission.
+         */
         get: operations["listFeatureExtractors"];
         put?: never;
         post?: never;
@@ -565,7 +655,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Readiness of every backing component. */
+        /**
+         * Readiness of every backing component.
+         * @description Checks every backing component and reports each one's state with the overall `status`. Answers 200 while every required component is up and 503 (with the same body) when one is down, so a load balancer can rely on the status code alone. Public: no key is needed.
+         */
         get: operations["getHealth"];
         put?: never;
         post?: never;
@@ -603,10 +696,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List the namespaces the key may see, by name. */
+        /**
+         * List the namespaces the key may see, by name.
+         * @description Lists the organization's namespaces in name order, keeping only those the key's scopes allow. `search` keeps names containing the text (case-insensitive); offset pagination with `limit` and `offset`. Needs the `read` permission.
+         */
         get: operations["listNamespaces"];
         put?: never;
-        /** Create a namespace. */
+        /**
+         * Create a namespace.
+         * @description Creates a namespace in the organization; buckets and collections are then created in it by sending its name or `ns_` id in `X-Namespace`. Names are unique in the organization regardless of case (409 otherwise). Needs the `write` permission, and a key with scopes needs one that covers the new name.
+         */
         post: operations["createNamespace"];
         delete?: never;
         options?: never;
@@ -624,15 +723,24 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** One namespace, by name or id. */
+        /**
+         * One namespace, by name or id.
+         * @description Looks up one namespace by name or `ns_` id. Needs the `read` permission and, for a scoped key, a scope covering the namespace (403 otherwise); an unknown namespace is a 404.
+         */
         get: operations["getNamespace"];
         put?: never;
         post?: never;
-        /** Delete a namespace and everything in it. */
+        /**
+         * Delete a namespace and everything in it.
+         * @description Deletes the namespace at once; a background task then removes its buckets with their objects, uploads and blobs. This cannot be undone. Needs the `delete` permission; an unknown namespace is a 404.
+         */
         delete: operations["deleteNamespace"];
         options?: never;
         head?: never;
-        /** Rename a namespace or change its description, metadata or extractors. */
+        /**
+         * Rename a namespace or change its description, metadata or extractors.
+         * @description Changes the fields sent and keeps the others; a rename keeps the `ns_` id, so clients that send the id in `X-Namespace` are not affected. An empty body is a 400 and a name another namespace already has is a 409. Needs the `write` permission.
+         */
         patch: operations["updateNamespace"];
         trace?: never;
     };
@@ -648,7 +756,10 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** Every document made from one bucket object, across collections and tiers, as a tree. */
+        /**
+         * Every document made from one bucket object, across collections and tiers, as a tree.
+         * @description Returns every document made from one bucket object in the collections of the `X-Namespace` namespace, as a tree: roots are tier-0 documents and children were made from their parent. An object without documents gives an empty tree (`total_documents: 0`). A `usr_sk_` key sees only documents its principal owns or was granted. Needs the `read` permission.
+         */
         get: operations["getDecompositionTree"];
         put?: never;
         post?: never;
@@ -665,7 +776,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** This OpenAPI document. */
+        /**
+         * This OpenAPI document.
+         * @description Returns, as JSON, the OpenAPI 3.1 document this server validates requests against; the interactive docs at `/docs` are rendered from it. Public: no key is needed.
+         */
         get: operations["getOpenApiDocument"];
         put?: never;
         post?: never;
@@ -684,7 +798,10 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** Request totals of one key over a window (default the last 7 days). */
+        /**
+         * Request totals of one key over a window (default the last 7 days).
+         * @description Totals of one key's requests between `start` (inclusive) and `end` (exclusive), by default the last 7 days, computed from the request log: requests, credits, distinct endpoints and latency. Needs the `admin` permission; a `start` that is not before `end` is a 400 and an unknown `key_id` a 404.
+         */
         get: operations["getApiKeyUsage"];
         put?: never;
         post?: never;
@@ -703,7 +820,10 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** Per-endpoint breakdown of one key's requests. */
+        /**
+         * Per-endpoint breakdown of one key's requests.
+         * @description One row per endpoint one key called between `start` and `end` (default the last 7 days), busiest first. Needs the `admin` permission; a `start` that is not before `end` is a 400 and an unknown `key_id` a 404.
+         */
         get: operations["getApiKeyEndpointUsage"];
         put?: never;
         post?: never;
@@ -720,7 +840,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The organization's audit log, newest first. */
+        /**
+         * The organization's audit log, newest first.
+         * @description Lists the organization's audit events (changes to users, keys and namespaces, each with its actor and what changed), newest first. Narrow it with `action`, `resource_id` and a `start`/`end` window; for the next page pass the previous `next_cursor` as `cursor`. Needs the `admin` permission.
+         */
         get: operations["listAuditEvents"];
         put?: never;
         post?: never;
@@ -737,7 +860,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The organization's request and credit totals, per key and per day. */
+        /**
+         * The organization's request and credit totals, per key and per day.
+         * @description The whole organization's request and credit totals between `start` and `end` (default the last 7 days), with a breakdown per key and per day, computed from the request log. Needs the `admin` permission; a `start` that is not before `end` is a 400.
+         */
         get: operations["getOrganizationUsage"];
         put?: never;
         post?: never;
@@ -756,7 +882,10 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** Usage attributed to one key, per day and per status class. */
+        /**
+         * Usage attributed to one key, per day and per status class.
+         * @description One key's usage between `start` and `end` (default the last 7 days): its totals, per day and per status class. Needs the `admin` permission; a `start` that is not before `end` is a 400 and an unknown `key_id` a 404.
+         */
         get: operations["getOrganizationKeyUsage"];
         put?: never;
         post?: never;
@@ -773,10 +902,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List the organization's users. */
+        /**
+         * List the organization's users.
+         * @description Lists the organization's users, oldest first, each with its count of active keys; removed users are not listed. Offset pagination with `limit` (default 100) and `offset`; `total` counts every user. Needs the `admin` permission.
+         */
         get: operations["listUsers"];
         put?: never;
-        /** Add a user to the organization. */
+        /**
+         * Add a user to the organization.
+         * @description Adds a member to the organization by email (stored lower-case). The user starts without keys: create one with `POST /v1/organizations/users/{user_email}/api-keys`. Needs the `admin` permission; an email already in the organization is a 409.
+         */
         post: operations["createUser"];
         delete?: never;
         options?: never;
@@ -793,7 +928,10 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** One user of the organization. */
+        /**
+         * One user of the organization.
+         * @description Looks a user up by email, case-insensitively, and returns it with its count of active keys. Needs the `admin` permission; an email that is not (or no longer) in the organization is a 404.
+         */
         get: operations["getUser"];
         put?: never;
         post?: never;
@@ -816,10 +954,16 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** List a user's keys (session keys are never listed). */
+        /**
+         * List a user's keys (session keys are never listed).
+         * @description Lists the user's keys, oldest first, with their metadata but never their secrets; session keys are never listed. Revoked keys are included only with `include_revoked=true`. Needs the `admin` permission; an unknown user is a 404.
+         */
         get: operations["listApiKeys"];
         put?: never;
-        /** Create an API key for a user. The plaintext `key` is returned only here and on rotate. */
+        /**
+         * Create an API key for a user. The plaintext `key` is returned only here and on rotate.
+         * @description Creates a key for the user. The plaintext `key` is in this response only and cannot be read back, so store it now. Permissions default to `read`, `write`, `delete` and `scopes` to `[]` (organization-wide); a `principal_id` makes it a user-scoped `usr_sk_` key limited to what that principal owns or was granted. Needs the `admin` permission; a name an active key of this user already has is a 409, an `expires_at` not in the future a 400, and a bare bucket or collection name in `scopes` with no namespace scope beside it a 422 (write `namespace/name`).
+         */
         post: operations["createApiKey"];
         delete?: never;
         options?: never;
@@ -837,7 +981,10 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** One active key of a user, by name. */
+        /**
+         * One active key of a user, by name.
+         * @description Returns one active key of the user by its name, with its metadata and `last_used_at` but never its secret. A revoked key is a 404 here: list it with `include_revoked=true`. Needs the `admin` permission.
+         */
         get: operations["getApiKey"];
         put?: never;
         post?: never;
@@ -870,7 +1017,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Issue a new secret; the old one stops working at once. key_id, settings and allowlist are kept. */
+        /**
+         * Issue a new secret; the old one stops working at once. key_id, settings and allowlist are kept.
+         * @description Replaces the key's secret: the new plaintext `key` is returned in this response only and the old secret stops working at once. `key_id`, name, permissions, scopes, allowed origins and expiry are kept. Needs the `admin` permission; the protected `admin-key` cannot be rotated (403) and an expired key is a 409 (create a new key instead).
+         */
         post: operations["rotateApiKey"];
         delete?: never;
         options?: never;
@@ -888,7 +1038,10 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** The target of a presigned GET URL of the local blob store. Streams from disk; supports Range. */
+        /**
+         * The target of a presigned GET URL of the local blob store. Streams from disk; supports Range.
+         * @description Streams a blob of the local blob store. The signed token in the URL (taken from an object's presigned URLs) is the only credential, so no key is needed. Supports a single byte `Range` (206, or 416 outside the blob). An expired, malformed or tampered token is a 401: read the object again for a fresh URL.
+         */
         get: operations["getPresignedBlob"];
         /**
          * The target of a presigned PUT URL of the local blob store. Streams to disk.
