@@ -39,7 +39,7 @@ function baseEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
     TESSERA_TASK_CONCURRENCY: '2',
     TESSERA_TASK_LEASE_MS: '1500',
     TESSERA_BATCH_HEALTH_INTERVAL_MS: '0',
-    LOG_LEVEL: 'warn',
+    LOG_LEVEL: 'info', // readiness is the 'listening on' log line
     ...extra,
   };
 }
