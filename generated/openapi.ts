@@ -2259,7 +2259,7 @@ export interface components {
         Offset: number;
         /** @description Namespace name or `ns_` id. */
         OptionalNamespaceHeader: string;
-        /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. */
+        /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. Usage windows span at most 366 days (a longer one is a 400). */
         Start: string;
         UploadId: string;
         UserEmail: string;
@@ -3840,7 +3840,7 @@ export interface operations {
             query?: {
                 /** @description Window end (RFC 3339 date-time). Defaults to now. */
                 end?: components["parameters"]["End"];
-                /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. */
+                /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. Usage windows span at most 366 days (a longer one is a 400). */
                 start?: components["parameters"]["Start"];
             };
             header?: never;
@@ -3873,7 +3873,7 @@ export interface operations {
             query?: {
                 /** @description Window end (RFC 3339 date-time). Defaults to now. */
                 end?: components["parameters"]["End"];
-                /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. */
+                /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. Usage windows span at most 366 days (a longer one is a 400). */
                 start?: components["parameters"]["Start"];
             };
             header?: never;
@@ -3911,7 +3911,7 @@ export interface operations {
                 end?: components["parameters"]["End"];
                 limit?: components["parameters"]["Limit"];
                 resource_id?: string;
-                /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. */
+                /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. Usage windows span at most 366 days (a longer one is a 400). */
                 start?: components["parameters"]["Start"];
             };
             header?: never;
@@ -3941,7 +3941,7 @@ export interface operations {
             query?: {
                 /** @description Window end (RFC 3339 date-time). Defaults to now. */
                 end?: components["parameters"]["End"];
-                /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. */
+                /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. Usage windows span at most 366 days (a longer one is a 400). */
                 start?: components["parameters"]["Start"];
             };
             header?: never;
@@ -3971,7 +3971,7 @@ export interface operations {
             query?: {
                 /** @description Window end (RFC 3339 date-time). Defaults to now. */
                 end?: components["parameters"]["End"];
-                /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. */
+                /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. Usage windows span at most 366 days (a longer one is a 400). */
                 start?: components["parameters"]["Start"];
             };
             header?: never;

@@ -12,12 +12,22 @@ import { Clock, DatabaseHandle, KeyStore, RequestLog, createToken, type Services
 import { UsageQueries, type Totals, type Window } from './queries.js';
 
 const Usage = createToken<UsageQueries>('usage.UsageQueries');
-const DEFAULT_WINDOW_MS = 7 * 24 * 3600 * 1000;
+const DAY_MS = 24 * 3600 * 1000;
+const DEFAULT_WINDOW_MS = 7 * DAY_MS;
+/** Figures are aggregated over every request-log row in the window: bound the work one request can ask for. */
+const MAX_WINDOW_DAYS = 366;
 
 function windowOf(services: Services, query: { start?: string; end?: string }): Window {
   const end = query.end ? parseTimestamp(query.end, ['query', 'end']) : services.get(Clock).now();
   const start = query.start ? parseTimestamp(query.start, ['query', 'start']) : new Date(end.getTime() - DEFAULT_WINDOW_MS);
   if (start.getTime() >= end.getTime()) throw new InputError('start must be before end', { start: iso(start), end: iso(end) });
+  if (end.getTime() - start.getTime() > MAX_WINDOW_DAYS * DAY_MS) {
+    throw new InputError(`a usage window spans at most ${MAX_WINDOW_DAYS} days: ask for a shorter one, or several`, {
+      start: iso(start),
+      end: iso(end),
+      max_days: MAX_WINDOW_DAYS,
+    });
+  }
   return { start, end };
 }
 

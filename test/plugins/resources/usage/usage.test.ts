@@ -215,9 +215,11 @@ describe('usage', () => {
     const windows: Array<{ start: string; end: string }> = [
       { start: '2026-03-10T00:00:00Z', end: '2026-03-09T00:00:00Z' },
       { start: '2026-03-10T00:00:00Z', end: '2026-03-10T00:00:00Z' },
+      // Longer than 366 days: the figures aggregate every row of the window, so its length is bounded.
+      { start: '0001-01-01T00:00:00Z', end: '9999-12-31T23:59:59Z' },
     ];
 
-    it('start at or after end is a 400 on every usage endpoint', async () => {
+    it('start at or after end, or a window over 366 days, is a 400 on every usage endpoint', async () => {
       for (const query of windows) {
         const path = { key_id: metered.key_id };
         const results = [
