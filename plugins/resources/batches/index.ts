@@ -124,7 +124,7 @@ export default defineResource({
     createBatch: async ({ params, body, ctx, services }) => {
       const caller = callerOf(ctx);
       const bucketId = await bucketIdOf(ctx, services, params.bucket_identifier);
-      const row = await services.get(Batches).create(caller.organizationId, ctx.namespace!.id, bucketId, caller.userEmail, body ?? {});
+      const row = await services.get(Batches).create(caller.organizationId, ctx.namespace!.id, bucketId, caller.userEmail, body ?? {}, caller.principalId);
       return { status: 201, body: await view(services, row) };
     },
     listBatches: async ({ params, query, ctx, services }) => {
@@ -154,7 +154,7 @@ export default defineResource({
     },
     addBatchObjects: async ({ params, body, ctx, services }) => {
       const bucketId = await bucketIdOf(ctx, services, params.bucket_identifier);
-      const row = await services.get(Batches).addObjects(callerOf(ctx).organizationId, bucketId, params.batch_id, body.object_ids);
+      const row = await services.get(Batches).addObjects(callerOf(ctx).organizationId, bucketId, params.batch_id, body.object_ids, callerOf(ctx).principalId);
       return { status: 200, body: await view(services, row) };
     },
     submitBatch: async ({ params, ctx, services }) => {

@@ -56,8 +56,9 @@ export class BatchService {
     bucketId: string,
     createdBy: string | null,
     input: { object_ids?: string[]; metadata?: Record<string, unknown> },
+    principalId: string | null = null,
   ): Promise<BatchRow> {
-    const objectIds = await this.checkObjects(organizationId, bucketId, unique(input.object_ids ?? []));
+    const objectIds = await this.checkObjects(organizationId, bucketId, unique(input.object_ids ?? []), principalId);
     const now = this.clock.now();
     const row: BatchRow = {
       batch_id: newId('btch'),
@@ -91,10 +92,16 @@ export class BatchService {
     return row;
   }
 
-  async addObjects(organizationId: string, bucketId: string, batchId: string, objectIds: string[]): Promise<BatchRow> {
+  async addObjects(
+    organizationId: string,
+    bucketId: string,
+    batchId: string,
+    objectIds: string[],
+    principalId: string | null = null,
+  ): Promise<BatchRow> {
     const batch = await this.get(organizationId, bucketId, batchId);
     if (batch.status !== 'DRAFT') throw new ConflictError(`Objects can only be added to a DRAFT batch; this one is ${batch.status}`, { status: batch.status });
-    const added = await this.checkObjects(organizationId, bucketId, unique(objectIds));
+    const added = await this.checkObjects(organizationId, bucketId, unique(objectIds), principalId);
     const all = unique([...batch.object_ids, ...added]);
     if (all.length > 100_000) throw new InputError('A batch holds at most 100000 objects', { object_count: all.length });
     const changes = { object_ids: all, updated_at: this.clock.now() };
@@ -232,10 +239,16 @@ export class BatchService {
     return found;
   }
 
-  /** Every id must be an object of this bucket; the ids are returned in the order given. */
-  private async checkObjects(organizationId: string, bucketId: string, ids: string[]): Promise<string[]> {
+  /**
+   * Every id must be an object of this bucket (and, for a user-scoped caller, one its principal owns: the
+   * objects it cannot see are as unknown to it as ids that do not exist); the ids are returned in the order given.
+   */
+  private async checkObjects(organizationId: string, bucketId: string, ids: string[], principalId: string | null): Promise<string[]> {
     if (ids.length === 0) return [];
-    const found = new Set((await this.findObjects(organizationId, bucketId, ids)).map((o) => o.object_id));
+    const visible = (await this.findObjects(organizationId, bucketId, ids)).filter(
+      (o) => principalId === null || o.owner_principal === principalId,
+    );
+    const found = new Set(visible.map((o) => o.object_id));
     const missing = ids.filter((id) => !found.has(id));
     if (missing.length > 0) {
       throw new InputError(`${missing.length} object id(s) are not objects of this bucket: ${missing.slice(0, 10).join(', ')}${missing.length > 10 ? ', …' : ''}`, {

@@ -72,6 +72,17 @@ describe('object owners', () => {
     expect((await api(t.adminKey, 'GET', `/v1/buckets/files/objects/${objects.alice}`)).status).toBe(200);
   });
 
+  it('cannot put another principal\'s object into a batch: to it that id is unknown (400)', async () => {
+    const foreign = await api(keys.bob, 'POST', '/v1/buckets/files/batches', { object_ids: [objects.alice] });
+    expect(foreign.status).toBe(400);
+    expect(foreign.body.error.details.missing_object_ids).toEqual([objects.alice]);
+    const own = await api(keys.bob, 'POST', '/v1/buckets/files/batches', { object_ids: [objects.bob] });
+    expect(own.status).toBe(201);
+    const added = await api(keys.bob, 'POST', `/v1/buckets/files/batches/${own.body.batch_id}/objects`, { object_ids: [objects.forAlice] });
+    expect(added.status).toBe(400);
+    expect((await api(t.adminKey, 'POST', '/v1/buckets/files/batches', { object_ids: [objects.alice, objects.bob] })).status).toBe(201);
+  });
+
   it('refuses a user-scoped key naming another owner (403); its own name is fine', async () => {
     const res = await api(keys.bob, 'POST', '/v1/buckets/files/objects', { blobs: [{ property: 'content', text: 'x' }], owner_principal: 'alice' });
     expect(res.status).toBe(403);
