@@ -56,9 +56,18 @@ export interface StageBudget {
   deadline: number | null;
 }
 
+/** A collection a retriever runs over, as stages see it. */
+export interface RetrievalCollection {
+  collection_id: string;
+  collection_name: string;
+  namespace_id: string;
+}
+
 export interface StageContext {
   organizationId: string;
   namespace: ResolvedNamespace;
+  /** The collections the retriever runs over (resolved from `collection_identifiers`). */
+  collections: readonly RetrievalCollection[];
   inputs: Record<string, unknown>;
   budget: StageBudget;
   /** Set for user-scoped keys: stages must only return documents this principal may read. */
@@ -69,7 +78,10 @@ export interface StageContext {
 
 export interface StageDocument {
   document_id: string;
+  /** The collection the document belongs to. */
+  collection_id?: string;
   score?: number;
+  /** The document as a document read returns it (fields, metadata, lineage). */
   payload?: Record<string, unknown>;
   [field: string]: unknown;
 }
