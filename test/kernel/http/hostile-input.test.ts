@@ -161,8 +161,11 @@ describe('hostile input', () => {
     });
 
     it('accepts the edges and offsets', async () => {
-      const ok = await api('GET', `/v1/organizations/usage?start=${encodeURIComponent('0001-01-01T00:00:00Z')}&end=${encodeURIComponent('2026-01-01T01:00:00.123456+01:00')}`, undefined, {});
+      const ok = await api('GET', `/v1/organizations/usage?start=${encodeURIComponent('2025-06-01T00:00:00-09:30')}&end=${encodeURIComponent('2026-01-01T01:00:00.123456+01:00')}`, undefined, {});
       expect(ok.status).toBe(200);
+      // Usage windows span at most 366 days; the audit log takes the whole range.
+      const edge = await api('GET', `/v1/organizations/audit-log?start=${encodeURIComponent('0001-01-01T00:00:00Z')}&end=${encodeURIComponent('9999-12-31T23:59:59.999Z')}`, undefined, {});
+      expect(edge.status).toBe(200);
       const filtered = await api('POST', `/v1/buckets/${bucketId}/objects/list`, {
         filters: { AND: [{ field: 'created_at', operator: 'gt', value: '0001-01-01T00:00:00+00:00' }] },
       });
