@@ -26,6 +26,8 @@ const KEY_PREFIX = 'direct/key/';
 const ID_PREFIX = 'direct/id/';
 /** Beyond this many, further problems of one request are summarised (the first ones locate the fault). */
 const MAX_PROBLEMS = 200;
+/** Vectors are stored as 32-bit floats by every engine: larger values would be refused or become infinite. */
+const FLOAT32_MAX = 3.4028234663852886e38;
 
 /** The `key` a directly written document was written with (null for processing's documents). */
 export function directKeyOf(sourceKey: string): string | null {
@@ -271,6 +273,10 @@ function checkInput(input: DirectDocumentInput, at: Array<string | number>, feat
         `has ${vector.length} dimensions; vector index '${feature.index}' (feature ${feature.name}, ${feature.distance}) expects ${feature.dims}`,
         'dims_mismatch',
       );
+      continue;
+    }
+    if (!vector.every((v) => Math.abs(v) <= FLOAT32_MAX)) {
+      problems.add(loc, `vector values must fit a 32-bit float (magnitude at most ${FLOAT32_MAX})`, 'not_float32');
       continue;
     }
     if (feature.distance === 'cosine' && vector.every((v) => v === 0)) {

@@ -139,6 +139,12 @@ describe('documents written directly', () => {
     expect(listed.body.results).toEqual([]);
     expect(await t.kernel.services.get(VectorIndex).count(index())).toBe(999);
 
+    const huge = await api('POST', '/v1/collections/vecs/documents', { key: 'huge', vectors: { text_embedding: vectorFor(5).map((v, i) => (i === 0 ? 1e39 : v)) } });
+    expect(huge.status).toBe(422);
+    expect(huge.body.detail[0]).toMatchObject({ loc: ['body', 'vectors', 'text_embedding'], type: 'not_float32' });
+    const zero = await api('POST', '/v1/collections/vecs/documents', { key: 'zero', vectors: { text_embedding: new Array(384).fill(0) } });
+    expect(zero.body.detail[0]).toMatchObject({ type: 'zero_vector' });
+
     const single = await api('POST', '/v1/collections/vecs/documents', { key: 'bad', vectors: { text_embedding: [1, 2] } });
     expect(single.status).toBe(422);
     expect(single.body.detail[0].loc).toEqual(['body', 'vectors', 'text_embedding']);
