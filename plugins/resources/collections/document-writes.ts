@@ -88,11 +88,10 @@ export class DirectDocumentWriter {
     this.checkOwners(inputs, principalId);
     const problems = new Problems();
     inputs.forEach((input, i) => checkInput(input, at(i), features, problems));
-    checkDuplicates(inputs, at, problems);
-    problems.throwIfAny();
-
+    // Looked up even when there are problems already, so one answer lists every problem of the request.
     const existing = await this.existing(collection, inputs);
     inputs.forEach((input, i) => checkReplacement(input, at(i), existing, principalId, problems));
+    checkDuplicates(inputs, existing, at, problems);
     problems.throwIfAny();
 
     const rows = await this.upsertRows(collection, inputs, existing, principalId, at);
@@ -103,6 +102,7 @@ export class DirectDocumentWriter {
       // Nothing half-made stays behind: documents this request created go again (replacements stay replaced;
       // re-sending the request completes them).
       await this.deps.documents.delete(collection.collection_id, created);
+      for (const feature of features) await this.deps.vectors.delete(feature.index, created).catch(() => 0);
       throw err;
     }
     return rows.map(({ row, inserted }) => ({ row, key: directKeyOf(row.source_key), created: inserted }));
@@ -285,14 +285,21 @@ function checkInput(input: DirectDocumentInput, at: Array<string | number>, feat
   }
 }
 
-function checkDuplicates(inputs: readonly DirectDocumentInput[], at: (index: number) => Array<string | number>, problems: Problems): void {
+/** One document per request at most once, whether named twice by key, by id, or once by each. */
+function checkDuplicates(
+  inputs: readonly DirectDocumentInput[],
+  existing: Map<string, Existing>,
+  at: (index: number) => Array<string | number>,
+  problems: Problems,
+): void {
   const seen = new Map<string, number>();
   inputs.forEach((input, i) => {
-    const [field, value] = input.key !== undefined ? ['key', input.key] : input.document_id !== undefined ? ['document_id', input.document_id] : [];
-    if (!field || value === undefined) return;
-    const first = seen.get(`${field}:${value}`);
-    if (first !== undefined) problems.add([...at(i), field], `the same ${field} as document ${first} of this request`, 'duplicate');
-    else seen.set(`${field}:${value}`, i);
+    const field = input.key !== undefined ? 'key' : input.document_id !== undefined ? 'document_id' : undefined;
+    if (!field) return;
+    const identity = existingFor(input, existing)?.document_id ?? `${field}:${input.key ?? input.document_id}`;
+    const first = seen.get(identity);
+    if (first !== undefined) problems.add([...at(i), field], `names the same document as document ${first} of this request`, 'duplicate');
+    else seen.set(identity, i);
   });
 }
 

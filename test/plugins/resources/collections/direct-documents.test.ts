@@ -134,6 +134,11 @@ describe('documents written directly', () => {
     expect(problems.find((p) => p.type === 'dims_mismatch')!.msg).toContain('expects 384');
     expect(problems).toContainEqual(expect.objectContaining({ loc: ['body', 'documents', 3, 'vectors', 'image_embedding'], type: 'unknown_feature' }));
     expect(problems).toContainEqual(expect.objectContaining({ loc: ['body', 'documents', 4, 'key'], type: 'duplicate' }));
+    // Named twice, once by key and once by id, is the same document twice.
+    const item9 = (await api('POST', '/v1/collections/vecs/documents/list', { filters: { AND: [{ field: 'text', operator: 'eq', value: 'item number 9' }] } })).body.results[0];
+    const twice = await bulk([{ key: 'item-9', fields: {} }, { document_id: item9.document_id, fields: {} }]);
+    expect(twice.status).toBe(422);
+    expect(twice.body.detail).toEqual([expect.objectContaining({ loc: ['body', 'documents', 1, 'document_id'], type: 'duplicate' })]);
     expect(await count()).toBe(1001);
     const listed = await api('POST', '/v1/collections/vecs/documents/list', { filters: { AND: [{ field: 'text', operator: 'eq', value: 'never' }] } });
     expect(listed.body.results).toEqual([]);
