@@ -155,6 +155,29 @@ describe('documents written directly', () => {
     expect(single.body.detail[0].loc).toEqual(['body', 'vectors', 'text_embedding']);
   });
 
+  it('answers odd documents with a 4xx, never a 5xx', async () => {
+    const odd: unknown[] = [
+      { vectors: { text_embedding: 'x' } },
+      { vectors: { text_embedding: [[1]] } },
+      { vectors: { text_embedding: [] } },
+      { vectors: { text_embedding: [1, 'a'] } },
+      { vectors: Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`f${i}`, [1]])) },
+      { key: '' },
+      { document_id: 'bulk' },
+      { document_id: 'doc_x', key: 'both' },
+      { grants: ['a', 'a'] },
+      { owner_principal: '' },
+      { fields: { text_embedding: [1, 2] } },
+      { key: 'k', extra: true },
+    ];
+    for (const document of odd) {
+      const res = await bulk([document]);
+      expect([400, 422], JSON.stringify(document)).toContain(res.status);
+    }
+    expect((await api('POST', '/v1/collections/vecs/documents/bulk', { documents: [] })).status).toBeGreaterThanOrEqual(400);
+    expect((await api('POST', '/v1/collections/vecs/documents/bulk', { documents: Array.from({ length: 1001 }, () => ({})) })).status).toBe(422);
+  });
+
   it('refuses naming a document that does not exist', async () => {
     const unknown = await api('POST', '/v1/collections/vecs/documents', { document_id: 'doc_doesNotExist0000000', fields: {} });
     expect(unknown.status).toBe(422);
