@@ -511,7 +511,19 @@ export interface paths {
          */
         get: operations["listDocuments"];
         put?: never;
-        post?: never;
+        /**
+         * Write one document directly (bring your own vectors); re-sending the same `key` replaces it.
+         * @description Writes a document without processing: `fields`, `metadata` and `vectors` by feature name (the features
+         *     the collection's extractors declare, e.g. `text_embedding`; GET the collection's `output_schema` for
+         *     each one's `x-feature.dims`). Each vector must have the feature's dims (422 naming the vector index
+         *     otherwise) and is stored in the same index, with the same payload, as processing writes, so searches
+         *     find both alike. Idempotent by `key`: the same key writes the same document again (201 the first time,
+         *     200 after), never a second one; `document_id` replaces a document written this way before. A
+         *     replacement replaces fields, metadata and vectors (a feature left out loses its vector); owner and
+         *     grants are kept unless given. A `usr_sk_` key writes documents owned by its principal and replaces only
+         *     documents it owns or was granted. Batches never remove directly written documents. Needs `write`.
+         */
+        post: operations["createDocument"];
         delete?: never;
         options?: never;
         head?: never;
@@ -551,6 +563,97 @@ export interface paths {
          * @description Replaces the document's `metadata` as a whole; its extracted `fields` are left as processing wrote them. A `usr_sk_` key can update only documents its principal owns or was granted. Needs the `write` permission.
          */
         patch: operations["updateDocument"];
+        trace?: never;
+    };
+    "/v1/collections/{collection_identifier}/documents/{document_id}/grants": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The collection's name or its `col_` id. */
+                collection_identifier: components["parameters"]["CollectionIdentifier"];
+                document_id: components["parameters"]["DocumentId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Let other principals read a document (and the documents derived from it).
+         * @description Adds principals to the document's grants: their `usr_sk_` keys then see it as their own owner's keys
+         *     do. Grants go down the chain: documents derived from this one (collections reading this collection)
+         *     get them too, now and whenever they are made again. Granting twice is harmless. A `usr_sk_` key may
+         *     grant only documents its principal owns. Needs `write`.
+         */
+        post: operations["grantDocument"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/collections/{collection_identifier}/documents/{document_id}/grants/{principal_id}": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The collection's name or its `col_` id. */
+                collection_identifier: components["parameters"]["CollectionIdentifier"];
+                document_id: components["parameters"]["DocumentId"];
+                /** @description An end user's principal id, as a `usr_sk_` key's `principal_id` names it. */
+                principal_id: components["parameters"]["PrincipalId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Take back one principal's grant on a document (and on the documents derived from it).
+         * @description Removes the principal from the grants of the document and of every document derived from it; its
+         *     `usr_sk_` keys stop seeing them at once (unless it owns them). Revoking a grant that does not exist is
+         *     harmless. A `usr_sk_` key may revoke only on documents its principal owns. Needs `write`.
+         */
+        delete: operations["revokeDocument"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/collections/{collection_identifier}/documents/bulk": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The collection's name or its `col_` id. */
+                collection_identifier: components["parameters"]["CollectionIdentifier"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Write up to 1000 documents with their vectors in one request, all or none; re-sent keys replace.
+         * @description Many `POST .../documents` in one request. Every document is checked first; any problem rejects the
+         *     request (422, each problem located by its index: `["body", "documents", 7, "vectors",
+         *     "text_embedding"]`) and nothing is written. The same `key` twice in one request is a 422. Documents
+         *     go in one statement and each feature's vectors in one index write. Results come in request order.
+         *     Needs `write`.
+         */
+        post: operations["upsertDocuments"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/v1/collections/{collection_identifier}/documents/delete": {
@@ -1519,6 +1622,10 @@ export interface components {
             fields: {
                 [key: string]: unknown;
             };
+            /** @description Principals that may read the document besides its owner (shown to keys that are not user-scoped, and to the owner's). */
+            grants?: string[];
+            /** @description The `key` a directly written document was written with (null: made by processing, or written without one). */
+            key?: string | null;
             /** @description Yours to change (PATCH). */
             metadata: {
                 [key: string]: unknown;
@@ -1532,9 +1639,32 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
         };
+        DocumentBulkWriteRequest: {
+            documents: components["schemas"]["DocumentWrite"][];
+        };
+        DocumentBulkWriteResponse: {
+            created: number;
+            replaced: number;
+            results: {
+                /** @description false: a document written before was replaced. */
+                created: boolean;
+                document_id: string;
+                key: string | null;
+            }[];
+        };
         DocumentDeleted: {
             deleted: boolean;
             document_id: string;
+        };
+        DocumentGrantRequest: {
+            principal_ids: string[];
+        };
+        DocumentGrants: {
+            /** @description Documents derived from this one whose grants changed with it. */
+            derived_documents: number;
+            document_id: string;
+            grants: string[];
+            owner_principal: string | null;
         };
         DocumentHandling: {
             /**
@@ -1573,6 +1703,34 @@ export interface components {
         DocumentUpdateRequest: {
             metadata: {
                 [key: string]: unknown;
+            };
+        };
+        /**
+         * @description One document written directly. Give `key` (your own id for it) so re-sending replaces instead of adding;
+         *     or `document_id` to replace a document written this way before; with neither, a new document is made.
+         */
+        DocumentWrite: {
+            /** @description A document of this collection written directly before (not one processing made). */
+            document_id?: string;
+            /** @description The document's fields, as extractors would write them (feature names go in `vectors`). */
+            fields?: {
+                [key: string]: unknown;
+            };
+            /** @description Principals that may read the document besides its owner. Left out on a replacement, unchanged. */
+            grants?: string[];
+            /** @description Your identifier for the document, unique in the collection; writing it again replaces the document. */
+            key?: string;
+            metadata?: {
+                [key: string]: unknown;
+            };
+            /**
+             * @description The principal that owns the document. A `usr_sk_` key's own principal by default (it cannot name
+             *     another); other keys may name one, or null for none. Left out on a replacement: unchanged.
+             */
+            owner_principal?: string | null;
+            /** @description One vector per feature of the collection, by feature name (after `output_mapping`), e.g. `text_embedding`. */
+            vectors?: {
+                [key: string]: number[];
             };
         };
         EndpointUsage: {
@@ -2259,6 +2417,8 @@ export interface components {
         Offset: number;
         /** @description Namespace name or `ns_` id. */
         OptionalNamespaceHeader: string;
+        /** @description An end user's principal id, as a `usr_sk_` key's `principal_id` names it. */
+        PrincipalId: string;
         /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. Usage windows span at most 366 days (a longer one is a 400). */
         Start: string;
         UploadId: string;
@@ -3343,6 +3503,53 @@ export interface operations {
             429: components["responses"]["RateLimited"];
         };
     };
+    createDocument: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The collection's name or its `col_` id. */
+                collection_identifier: components["parameters"]["CollectionIdentifier"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DocumentWrite"];
+            };
+        };
+        responses: {
+            /** @description The document its `key` or `document_id` named, replaced. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Document"];
+                };
+            };
+            /** @description The new document. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Document"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
     getDocument: {
         parameters: {
             query?: never;
@@ -3442,6 +3649,116 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    grantDocument: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The collection's name or its `col_` id. */
+                collection_identifier: components["parameters"]["CollectionIdentifier"];
+                document_id: components["parameters"]["DocumentId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DocumentGrantRequest"];
+            };
+        };
+        responses: {
+            /** @description The document's owner and grants now. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DocumentGrants"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    revokeDocument: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The collection's name or its `col_` id. */
+                collection_identifier: components["parameters"]["CollectionIdentifier"];
+                document_id: components["parameters"]["DocumentId"];
+                /** @description An end user's principal id, as a `usr_sk_` key's `principal_id` names it. */
+                principal_id: components["parameters"]["PrincipalId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The document's owner and grants now. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DocumentGrants"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    upsertDocuments: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The collection's name or its `col_` id. */
+                collection_identifier: components["parameters"]["CollectionIdentifier"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DocumentBulkWriteRequest"];
+            };
+        };
+        responses: {
+            /** @description What happened to each document, in request order. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DocumentBulkWriteResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
             422: components["responses"]["ValidationFailed"];
             429: components["responses"]["RateLimited"];
         };

@@ -99,6 +99,20 @@ export const operationTable = {
     "body": "json",
     "credits": 0
   },
+  "createDocument": {
+    "method": "post",
+    "path": "/v1/collections/{collection_identifier}/documents",
+    "permission": "write",
+    "public": false,
+    "scope": {
+      "resource_type": "collection",
+      "id_from": "path.collection_identifier",
+      "operation": "write_data"
+    },
+    "namespaceHeader": "required",
+    "body": "json",
+    "credits": 0
+  },
   "createNamespace": {
     "method": "post",
     "path": "/v1/namespaces",
@@ -516,6 +530,20 @@ export const operationTable = {
     "body": null,
     "credits": 0
   },
+  "grantDocument": {
+    "method": "post",
+    "path": "/v1/collections/{collection_identifier}/documents/{document_id}/grants",
+    "permission": "write",
+    "public": false,
+    "scope": {
+      "resource_type": "collection",
+      "id_from": "path.collection_identifier",
+      "operation": "write_data"
+    },
+    "namespaceHeader": "required",
+    "body": "json",
+    "credits": 0
+  },
   "listApiKeys": {
     "method": "get",
     "path": "/v1/organizations/users/{user_email}/api-keys",
@@ -698,6 +726,20 @@ export const operationTable = {
     "body": null,
     "credits": 0
   },
+  "revokeDocument": {
+    "method": "delete",
+    "path": "/v1/collections/{collection_identifier}/documents/{document_id}/grants/{principal_id}",
+    "permission": "write",
+    "public": false,
+    "scope": {
+      "resource_type": "collection",
+      "id_from": "path.collection_identifier",
+      "operation": "write_data"
+    },
+    "namespaceHeader": "required",
+    "body": null,
+    "credits": 0
+  },
   "rotateApiKey": {
     "method": "post",
     "path": "/v1/organizations/users/{user_email}/api-keys/{key_name}/rotate",
@@ -846,6 +888,20 @@ export const operationTable = {
     "scope": {
       "resource_type": "bucket",
       "id_from": "path.bucket_identifier",
+      "operation": "write_data"
+    },
+    "namespaceHeader": "required",
+    "body": "json",
+    "credits": 0
+  },
+  "upsertDocuments": {
+    "method": "post",
+    "path": "/v1/collections/{collection_identifier}/documents/bulk",
+    "permission": "write",
+    "public": false,
+    "scope": {
+      "resource_type": "collection",
+      "id_from": "path.collection_identifier",
       "operation": "write_data"
     },
     "namespaceHeader": "required",

@@ -66,6 +66,12 @@ export const resolveDocumentField: FieldResolver = (field) => {
   return { expr: `("fields" #> '{${field.split('.').join(',')}}')`, kind: 'jsonb' };
 };
 
+/**
+ * Processing writing a document again adds the grants its source has now to those it had, so a grant made
+ * through the grants endpoint survives reprocessing (revoking removes it down the chain, document-grants.ts).
+ */
+const KEEP_GRANTS = "(select coalesce(jsonb_agg(distinct e.g), '[]'::jsonb) from jsonb_array_elements(documents.grants || excluded.grants) as e(g))";
+
 export class DocumentStore {
   constructor(private readonly db: Knex) {}
 
@@ -86,7 +92,7 @@ export class DocumentStore {
        on conflict (collection_id, source_key) do update set fields = excluded.fields,
          root_object_id = excluded.root_object_id, source_document_id = excluded.source_document_id,
          processing_tier = excluded.processing_tier, owner_principal = excluded.owner_principal,
-         grants = excluded.grants, updated_at = excluded.updated_at
+         grants = ${KEEP_GRANTS}, updated_at = excluded.updated_at
        returning *, (xmax = 0) as inserted`,
       [
         newId('doc'), write.organizationId, write.namespaceId, write.collectionId, write.sourceKey, write.rootObjectId,
@@ -137,7 +143,7 @@ export class DocumentStore {
        on conflict (collection_id, source_key) do update set fields = excluded.fields,
          root_object_id = excluded.root_object_id, source_document_id = excluded.source_document_id,
          processing_tier = excluded.processing_tier, owner_principal = excluded.owner_principal,
-         grants = excluded.grants, updated_at = excluded.updated_at
+         grants = ${KEEP_GRANTS}, updated_at = excluded.updated_at
        returning *, (xmax = 0) as inserted`,
       [
         now, now, columns.document_id, columns.organization_id, columns.namespace_id, columns.collection_id, columns.source_key,

@@ -27,6 +27,9 @@ import { DocumentProcessor } from './processing/processor.js';
 import { CollectionService, featureUri } from './service.js';
 import { CollectionStore, type CollectionRow } from './store.js';
 import { DocumentStore, type DocumentRow, type DocumentSortField } from './document-store.js';
+import { DocumentGrants, type GrantChange } from './document-grants.js';
+import { DirectDocumentWriter, directKeyOf } from './document-writes.js';
+import { refreshVectorPayloads } from './features.js';
 import { parseFilter } from '../../../kernel/filters/filter.js';
 import { InputError, NotFoundError } from '../../../kernel/errors.js';
 import type { Services } from '../../../kernel/tokens.js';
@@ -36,8 +39,11 @@ const Store = createToken<CollectionStore>('collections.CollectionStore');
 /** Where processing writes documents (batches) and the documents API reads them. */
 export const Documents = createToken<DocumentStore>('collections.DocumentStore');
 const Processor = createToken<DocumentProcessor>('collections.DocumentProcessor');
+const DirectWriter = createToken<DirectDocumentWriter>('collections.DirectDocumentWriter');
+const Grants = createToken<DocumentGrants>('collections.DocumentGrants');
 
-function toDocument(row: DocumentRow): components['schemas']['Document'] {
+/** `viewer`: the caller's principal (user-scoped keys); grants are shown to the owner's keys and to keys that are not user-scoped. */
+function toDocument(row: DocumentRow, viewer: string | null): components['schemas']['Document'] {
   return {
     document_id: row.document_id,
     collection_id: row.collection_id,
@@ -49,8 +55,19 @@ function toDocument(row: DocumentRow): components['schemas']['Document'] {
     fields: row.fields,
     metadata: row.metadata,
     owner_principal: row.owner_principal,
+    ...(viewer === null || viewer === row.owner_principal ? { grants: row.grants } : {}),
+    key: directKeyOf(row.source_key),
     created_at: iso(row.created_at),
     updated_at: iso(row.updated_at),
+  };
+}
+
+function toGrants(change: GrantChange): components['schemas']['DocumentGrants'] {
+  return {
+    document_id: change.document.document_id,
+    owner_principal: change.document.owner_principal,
+    grants: change.document.grants,
+    derived_documents: change.derived,
   };
 }
 
@@ -116,6 +133,9 @@ export default defineResource({
     });
     container.bind(Processor).toConstantValue(processor);
     container.bind(CollectionProcessor).toConstantValue(processor);
+    const direct = { db: services.get(DatabaseHandle).db, vectors: services.get(VectorIndex), plugins: services.get(PluginRegistry) };
+    container.bind(DirectWriter).toConstantValue(new DirectDocumentWriter({ ...direct, documents }));
+    container.bind(Grants).toConstantValue(new DocumentGrants({ ...direct, collections: store }));
     container.bind(Collections).toConstantValue(
       new CollectionService(
         store,
@@ -189,7 +209,7 @@ export default defineResource({
         limit: query.limit ?? 100,
         ...(query.cursor ? { cursor: query.cursor } : {}),
       });
-      return { status: 200, body: { results: rows.map(toDocument), has_next: nextCursor !== null, next_cursor: nextCursor } };
+      return { status: 200, body: { results: rows.map((r) => toDocument(r, callerOf(ctx).principalId)), has_next: nextCursor !== null, next_cursor: nextCursor } };
     },
     searchDocuments: async ({ params, body, ctx, services }) => {
       const collection = await collectionOf(ctx, services, params.collection_identifier);
@@ -203,17 +223,49 @@ export default defineResource({
         ...(body.filters ? { filter: parseFilter(body.filters) } : {}),
         ...(body.cursor ? { cursor: body.cursor } : {}),
       });
-      return { status: 200, body: { results: rows.map(toDocument), has_next: nextCursor !== null, next_cursor: nextCursor } };
+      return { status: 200, body: { results: rows.map((r) => toDocument(r, callerOf(ctx).principalId)), has_next: nextCursor !== null, next_cursor: nextCursor } };
     },
     getDocument: async ({ params, ctx, services }) => {
       const collection = await collectionOf(ctx, services, params.collection_identifier);
-      return { status: 200, body: toDocument(await documentOf(ctx, services, collection, params.document_id)) };
+      return { status: 200, body: toDocument(await documentOf(ctx, services, collection, params.document_id), callerOf(ctx).principalId) };
     },
     updateDocument: async ({ params, body, ctx, services }) => {
       const collection = await collectionOf(ctx, services, params.collection_identifier);
       const row = await documentOf(ctx, services, collection, params.document_id);
       await services.get(Documents).updateMetadata(row.document_id, body.metadata);
-      return { status: 200, body: toDocument({ ...row, metadata: body.metadata, updated_at: new Date() }) };
+      const updated = { ...row, metadata: body.metadata, updated_at: new Date() };
+      // Vector payloads carry metadata (search filters read them there).
+      await refreshVectorPayloads(services.get(VectorIndex), services.get(PluginRegistry), new Map([[collection.collection_id, collection]]), [updated]);
+      return { status: 200, body: toDocument(updated, callerOf(ctx).principalId) };
+    },
+    createDocument: async ({ params, body, ctx, services }) => {
+      const collection = await collectionOf(ctx, services, params.collection_identifier);
+      const viewer = callerOf(ctx).principalId;
+      const [result] = await services.get(DirectWriter).write(collection, [body], viewer, () => ['body']);
+      return { status: result!.created ? 201 : 200, body: toDocument(result!.row, viewer) };
+    },
+    upsertDocuments: async ({ params, body, ctx, services }) => {
+      const collection = await collectionOf(ctx, services, params.collection_identifier);
+      const results = await services.get(DirectWriter).write(collection, body.documents, callerOf(ctx).principalId, (i) => ['body', 'documents', i]);
+      const created = results.filter((r) => r.created).length;
+      return {
+        status: 200,
+        body: {
+          results: results.map((r) => ({ document_id: r.row.document_id, key: r.key, created: r.created })),
+          created,
+          replaced: results.length - created,
+        },
+      };
+    },
+    grantDocument: async ({ params, body, ctx, services }) => {
+      const collection = await collectionOf(ctx, services, params.collection_identifier);
+      const change = await services.get(Grants).grant(collection, params.document_id, body.principal_ids, callerOf(ctx).principalId);
+      return { status: 200, body: toGrants(change) };
+    },
+    revokeDocument: async ({ params, ctx, services }) => {
+      const collection = await collectionOf(ctx, services, params.collection_identifier);
+      const change = await services.get(Grants).revoke(collection, params.document_id, params.principal_id, callerOf(ctx).principalId);
+      return { status: 200, body: toGrants(change) };
     },
     deleteDocument: async ({ params, ctx, services }) => {
       const collection = await collectionOf(ctx, services, params.collection_identifier);

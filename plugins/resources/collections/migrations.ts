@@ -57,4 +57,11 @@ export const collectionMigrations: Migration[] = [
       });
     },
   },
+  {
+    // Grants follow derivation (document-grants.ts walks from a document to those made from it).
+    name: '0003_documents_by_source_document',
+    async up(db) {
+      await db.raw('create index documents_source_document on documents (source_document_id) where source_document_id is not null');
+    },
+  },
 ];

@@ -466,8 +466,11 @@ export class DocumentProcessor implements CollectionProcessor {
   }
 }
 
-/** Scalar fields and lineage go beside each vector, so vector search can filter without a join. */
-function vectorPayload(row: DocumentRow): Record<string, unknown> {
+/**
+ * Scalar fields, metadata, lineage and who may read the document go beside each vector, so vector search
+ * can filter (principals included) without a join. Documents written directly get the same payload.
+ */
+export function vectorPayload(row: DocumentRow): Record<string, unknown> {
   const fields: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(row.fields)) {
     if (value === null || typeof value === 'number' || typeof value === 'boolean' || (typeof value === 'string' && value.length <= 1024)) fields[name] = value;
@@ -481,6 +484,8 @@ function vectorPayload(row: DocumentRow): Record<string, unknown> {
     source_document_id: row.source_document_id,
     processing_tier: row.processing_tier,
     owner_principal: row.owner_principal,
+    grants: row.grants,
+    metadata: row.metadata,
     fields,
   };
 }
