@@ -21,8 +21,10 @@ import {
   ReferenceRegistry,
   ResourceIdentifiers,
   createToken,
+  DocumentSource,
 } from '../../../kernel/tokens.js';
 import { collectionMigrations } from './migrations.js';
+import { CollectionDocumentSource } from './retrieval-source.js';
 import { DocumentProcessor } from './processing/processor.js';
 import { CollectionService, featureUri } from './service.js';
 import { CollectionStore, type CollectionRow } from './store.js';
@@ -116,6 +118,7 @@ export default defineResource({
     });
     container.bind(Processor).toConstantValue(processor);
     container.bind(CollectionProcessor).toConstantValue(processor);
+    container.bind(DocumentSource).toConstantValue(new CollectionDocumentSource(services.get(DatabaseHandle).db, store, services.get(PluginRegistry)));
     container.bind(Collections).toConstantValue(
       new CollectionService(
         store,
