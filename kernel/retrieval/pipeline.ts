@@ -16,7 +16,7 @@ export interface StageSpec {
   stage_type?: string;
   config: { stage_id: string; parameters?: Record<string, unknown> };
   batch_size?: string | number;
-  description?: string;
+  description?: string | null;
 }
 
 export interface StageVersion {
