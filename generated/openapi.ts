@@ -1129,7 +1129,7 @@ export interface paths {
         put?: never;
         /**
          * Run a saved retriever with inputs; the execution is recorded in its history.
-         * @description Runs the retriever's stages in order with `inputs` (checked against its `input_schema`: a 422 names the input) and returns ranked documents, per-stage statistics, budget use and a page (`pagination`: `offset` with `limit`/`offset`, or `page_number` with `page_size`/`page_number`). A budget limit reached between stages stops the run with `status: budget_exceeded` and what was found so far; a failing stage gives `status: failed` and a readable `error` naming it. Needs the `read` permission.
+         * @description Runs the retriever's stages in order with `inputs` (checked against its `input_schema`: a 422 names the input) and returns ranked documents, per-stage statistics, budget use and a page (`pagination`: `offset` with `limit`/`offset`, or `page_number` with `page_size`/`page_number`). A budget limit reached between stages stops the run with `status: budget_exceeded` and what was found so far; a failing stage gives `status: failed` and a readable `error` naming it. A retriever runs only with the stage versions it was built with: when this deployment runs another version of one of its stages the answer is a 409 (clone it to rebuild it). Needs the `read` permission.
          */
         post: operations["executeRetriever"];
         delete?: never;
@@ -5009,6 +5009,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             422: components["responses"]["ValidationFailed"];
             429: components["responses"]["RateLimited"];
         };

@@ -130,6 +130,7 @@ export class RetrieverService {
   /** Runs a saved retriever and records the execution in its history. */
   async execute(caller: Caller, namespace: ResolvedNamespace, nameOrId: string, inputs: Record<string, unknown>, pagination: PaginationRequest | undefined, log: Logger) {
     const row = await this.get(caller.organizationId, namespace, nameOrId);
+    this.checkStageVersions(row);
     const outcome = await this.engine.execute({
       caller,
       namespace,
@@ -178,6 +179,20 @@ export class RetrieverService {
       ...(body.pagination ? { pagination: body.pagination } : {}),
       log,
     });
+  }
+
+  /** A saved pipeline runs only with the stage versions it was built with: a new version never changes it silently. */
+  private checkStageVersions(row: RetrieverRow): void {
+    for (const recorded of row.stage_versions) {
+      const running = this.engine.checker.stageOf(recorded.stage_id);
+      if (!running || running.version !== recorded.version) {
+        throw new ConflictError(
+          `Retriever '${row.retriever_name}' was built with stage ${recorded.stage_id} ${recorded.version}; this deployment runs ` +
+            `${running ? `version ${running.version}` : 'no such stage'}. Clone the retriever to rebuild it with the running stages.`,
+          { stage_name: recorded.stage_name, stage_id: recorded.stage_id, recorded_version: recorded.version, running_version: running?.version ?? null },
+        );
+      }
+    }
   }
 
   private checkName(name: string): void {

@@ -212,6 +212,32 @@ describe('retrievers: resource, execution engine and history', () => {
     expect(run.body.documents.map((d: { payload: { fields: { title: string } } }) => d.payload.fields.title)).toEqual(['lamp-e']);
   });
 
+  it('refuses to run a saved retriever with a stage version other than the one it was built with', async () => {
+    const created = (await api('POST', '/v1/retrievers', definition('pinned'))).body.retriever;
+    const db = t.kernel.services.get(DatabaseHandle).db;
+    const versions = created.stage_versions.map((v: { stage_id: string }) => (v.stage_id === 'sort_attribute' ? { ...v, version: '0.9' } : v));
+    await db('retrievers').where({ retriever_id: created.retriever_id }).update({ stage_versions: JSON.stringify(versions) });
+    const run = await api('POST', '/v1/retrievers/pinned/execute', { inputs: { category: 'lamps' } });
+    expect(run.status).toBe(409);
+    expect(run.body.error.message).toContain('sort_attribute 0.9');
+    expect((await api('POST', '/v1/retrievers/pinned/clone', { retriever_name: 'pinned-2' })).body.retriever.stage_versions[1].version).toBe('1.0');
+    expect((await api('POST', '/v1/retrievers/pinned-2/execute', { inputs: { category: 'lamps' } })).status).toBe(200);
+  });
+
+  it("runs only over collections the key's scopes can read", async () => {
+    const other = (await api('POST', '/v1/collections/create', { collection_name: 'other', source: { type: 'bucket', bucket_id: 'src' } })).body;
+    const scoped = (await t.request('POST', `/v1/organizations/users/${t.adminEmail}/api-keys`, {
+      key: t.adminKey,
+      body: { name: 'scoped', permissions: ['read'], scopes: [{ resource_type: 'retriever', resource_id: '*' }, { resource_type: 'collection', resource_id: other.collection_id }] },
+    })).body.key;
+    const body = (collection: string) => ({ collection_identifiers: [collection], input_schema: {}, inputs: {}, stages: [filterStage({})] });
+    const refused = await api('POST', '/v1/retrievers/execute', body('products'), scoped);
+    expect(refused.status).toBe(403);
+    expect(refused.body.error.message).toContain("collection 'products'");
+    expect((await api('POST', '/v1/retrievers/execute', body('other'), scoped)).status).toBe(200);
+    expect((await api('POST', '/v1/retrievers/lamps/execute', { inputs: { category: 'lamps' } }, scoped)).status).toBe(403);
+  });
+
   it('lists every registered stage with its parameter schema', async () => {
     const stages = await api('GET', '/v1/retrievers/stages');
     expect(stages.status).toBe(200);
