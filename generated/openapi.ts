@@ -1191,6 +1191,32 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/retrievers/{retriever_id}/interactions": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Record what users did with a retriever's results (views, clicks, feedback, purchases, ...).
+         * @description Records one interaction, or up to 100 in `interactions`. Each names the `document_id`, one or more `interaction_type`s (`VIEW`, `CLICK`, `POSITIVE_FEEDBACK`, `NEGATIVE_FEEDBACK`, `PURCHASE`, `ADD_TO_CART`, `WISHLIST`, `LONG_VIEW`, `SHARE`, `BOOKMARK`; the lower-case kinds `click`, `long_view`, `positive_feedback`, `negative_feedback` are accepted and stored upper-case), and optionally the result `position`, the `execution_id` it came from (an execution of this retriever, else a 404), a `query_snapshot` and a `session_id`. Needs the `read` permission.
+         */
+        post: operations["recordRetrieverInteractions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/retrievers/execute": {
         parameters: {
             query?: never;
@@ -2330,6 +2356,24 @@ export interface components {
             [key: string]: {
                 [key: string]: unknown;
             };
+        };
+        RetrieverInteraction: {
+            document_id: string;
+            execution_id?: string;
+            interaction_type: ("VIEW" | "CLICK" | "POSITIVE_FEEDBACK" | "NEGATIVE_FEEDBACK" | "PURCHASE" | "ADD_TO_CART" | "WISHLIST" | "LONG_VIEW" | "SHARE" | "BOOKMARK" | "click" | "long_view" | "positive_feedback" | "negative_feedback")[];
+            position?: number;
+            query_snapshot?: {
+                [key: string]: unknown;
+            };
+            session_id?: string;
+        };
+        RetrieverInteractionsRecorded: {
+            interaction_ids: string[];
+            recorded: number;
+        };
+        /** @description One interaction, or a batch of up to 100 in `interactions`. */
+        RetrieverInteractionsRequest: components["schemas"]["RetrieverInteraction"] | {
+            interactions: components["schemas"]["RetrieverInteraction"][];
         };
         RetrieverList: {
             has_next: boolean;
@@ -5072,6 +5116,42 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RetrieverExecutionRecord"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    recordRetrieverInteractions: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RetrieverInteractionsRequest"];
+            };
+        };
+        responses: {
+            /** @description The interactions were recorded. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrieverInteractionsRecorded"];
                 };
             };
             400: components["responses"]["BadRequest"];

@@ -804,6 +804,20 @@ export const operationTable = {
     "body": "binary",
     "credits": 0
   },
+  "recordRetrieverInteractions": {
+    "method": "post",
+    "path": "/v1/retrievers/{retriever_id}/interactions",
+    "permission": "read",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "id_from": "path.retriever_id",
+      "operation": "execute_retriever"
+    },
+    "namespaceHeader": "required",
+    "body": "json",
+    "credits": 0
+  },
   "retryBatch": {
     "method": "post",
     "path": "/v1/buckets/{bucket_identifier}/batches/{batch_id}/retry",

@@ -41,28 +41,38 @@ export function placeholdersIn(value: unknown, pointer = ''): PlaceholderUse[] {
   return [];
 }
 
-/** A copy of `value` with every placeholder filled from `inputs`. */
+/**
+ * A copy of `value` with every placeholder filled from `inputs`. An input that was not given removes what
+ * holds it: the property, and a list item (at any depth) built around it — so a filter condition or a
+ * search over an optional input that is absent drops out instead of matching against nothing.
+ */
 export function fillPlaceholders<T>(value: T, inputs: Record<string, unknown>): T {
-  const fill = (v: unknown): unknown => {
+  // `lost`: an absent input was removed somewhere inside this value.
+  const fill = (v: unknown): { value: unknown; lost: boolean } => {
     if (typeof v === 'string') {
       const whole = WHOLE.exec(v);
       if (whole) {
         const found = read(inputs, whole[1]!);
-        return found === undefined ? OMIT : structuredClone(found);
+        return found === undefined ? { value: OMIT, lost: true } : { value: structuredClone(found), lost: false };
       }
-      return v.replace(EMBEDDED, (_, path: string) => asText(read(inputs, path)));
+      return { value: v.replace(EMBEDDED, (_, path: string) => asText(read(inputs, path))), lost: false };
     }
-    if (Array.isArray(v)) return v.map(fill).filter((item) => item !== OMIT);
+    if (Array.isArray(v)) {
+      const items = v.map(fill);
+      return { value: items.filter((item) => item.value !== OMIT && !item.lost).map((item) => item.value), lost: false };
+    }
     if (v && typeof v === 'object') {
       const out: Record<string, unknown> = {};
+      let lost = false;
       for (const [k, item] of Object.entries(v)) {
         const filled = fill(item);
-        if (filled !== OMIT) out[k] = filled;
+        lost ||= filled.lost;
+        if (filled.value !== OMIT) out[k] = filled.value;
       }
-      return out;
+      return { value: out, lost };
     }
-    return v;
+    return { value: v, lost: false };
   };
-  const filled = fill(value);
+  const filled = fill(value).value;
   return (filled === OMIT ? undefined : filled) as T;
 }

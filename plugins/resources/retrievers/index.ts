@@ -175,6 +175,11 @@ export default defineResource({
       ctx.credits += outcome.budget.credits_used;
       return { status: 200, body: toResult(outcome, null), headers: { 'X-Execution-Mode': 'anonymous' } };
     },
+    recordRetrieverInteractions: async ({ params, body, ctx, services }) => {
+      const interactions = 'interactions' in body ? body.interactions : [body];
+      const ids = await services.get(Retrievers).recordInteractions(callerFrom(ctx), namespaceOf(ctx), params.retriever_id, interactions);
+      return { status: 200, body: { recorded: ids.length, interaction_ids: ids } };
+    },
     listRetrieverExecutions: async ({ params, query, ctx, services }) => {
       const retriever = await services.get(Retrievers).get(callerOf(ctx).organizationId, namespaceOf(ctx), params.retriever_id);
       const limit = query.limit ?? 100;

@@ -54,4 +54,24 @@ export const retrieverMigrations: Migration[] = [
       });
     },
   },
+  {
+    name: '0003_retriever_interactions',
+    async up(db) {
+      await db.schema.createTable('retriever_interactions', (t) => {
+        t.text('interaction_id').primary();
+        t.text('organization_id').notNullable();
+        t.text('namespace_id').notNullable();
+        t.text('retriever_id').notNullable().references('retrievers.retriever_id').onDelete('CASCADE');
+        t.text('execution_id');
+        t.text('document_id').notNullable();
+        t.jsonb('interaction_types').notNullable();
+        t.integer('position');
+        t.jsonb('query_snapshot');
+        t.text('session_id');
+        t.text('created_by');
+        t.timestamp('created_at', { useTz: true }).notNullable();
+        t.index(['retriever_id', 'created_at']);
+      });
+    },
+  },
 ];

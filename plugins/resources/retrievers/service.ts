@@ -195,6 +195,36 @@ export class RetrieverService {
     }
   }
 
+  /**
+   * Records interactions on a retriever's results. Lower-case kinds are stored as their upper-case types; an
+   * `execution_id` must be an execution of this retriever (ad hoc executions keep none).
+   */
+  async recordInteractions(caller: Caller, namespace: ResolvedNamespace, nameOrId: string, interactions: ReadonlyArray<Schemas['RetrieverInteraction']>): Promise<string[]> {
+    const row = await this.get(caller.organizationId, namespace, nameOrId);
+    for (const executionId of new Set(interactions.flatMap((i) => (i.execution_id ? [i.execution_id] : [])))) {
+      if (!(await this.store.findExecution(row.retriever_id, executionId))) {
+        throw new NotFoundError(`Execution '${executionId}' of retriever '${row.retriever_name}' not found`, { execution_id: executionId });
+      }
+    }
+    const now = this.clock.now();
+    const rows = interactions.map((i) => ({
+      interaction_id: newId('int'),
+      organization_id: caller.organizationId,
+      namespace_id: namespace.id,
+      retriever_id: row.retriever_id,
+      execution_id: i.execution_id ?? null,
+      document_id: i.document_id,
+      interaction_types: [...new Set(i.interaction_type.map((t) => t.toUpperCase()))],
+      position: i.position ?? null,
+      query_snapshot: i.query_snapshot ?? null,
+      session_id: i.session_id ?? null,
+      created_by: caller.userEmail,
+      created_at: now,
+    }));
+    await this.store.insertInteractions(rows);
+    return rows.map((r) => r.interaction_id);
+  }
+
   private checkName(name: string): void {
     if (RESERVED_NAMES.has(name.toLowerCase())) {
       throw new RequestValidationError([{ loc: ['body', 'retriever_name'], msg: `'${name}' is reserved (it is a path under /v1/retrievers/)`, type: 'reserved_name' }]);

@@ -59,6 +59,21 @@ function toColumns(row: Record<string, unknown>, json: readonly string[]): Recor
   return out;
 }
 
+export interface InteractionRow {
+  interaction_id: string;
+  organization_id: string;
+  namespace_id: string;
+  retriever_id: string;
+  execution_id: string | null;
+  document_id: string;
+  interaction_types: string[];
+  position: number | null;
+  query_snapshot: Record<string, unknown> | null;
+  session_id: string | null;
+  created_by: string | null;
+  created_at: Date;
+}
+
 export interface RetrieverListQuery {
   organizationId: string;
   namespaceId: string;
@@ -120,5 +135,12 @@ export class RetrieverStore {
 
   findExecution(retrieverId: string, executionId: string): Promise<ExecutionRow | undefined> {
     return this.db<ExecutionRow>('retriever_executions').where({ retriever_id: retrieverId, execution_id: executionId }).first();
+  }
+
+  async insertInteractions(rows: readonly InteractionRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    await this.db('retriever_interactions').insert(
+      rows.map((r) => ({ ...r, interaction_types: JSON.stringify(r.interaction_types), query_snapshot: r.query_snapshot === null ? null : JSON.stringify(r.query_snapshot) })),
+    );
   }
 }

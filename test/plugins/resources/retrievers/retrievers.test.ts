@@ -143,6 +143,9 @@ describe('retrievers: resource, execution engine and history', () => {
     const wrongType = await api('POST', '/v1/retrievers/lamps/execute', { inputs: { category: 'lamps', max_price: 'cheap' } });
     expect(wrongType.status).toBe(422);
     expect(wrongType.body.detail[0].loc).toEqual(['body', 'inputs', 'max_price']);
+    // An optional input left out drops the condition built on it (it does not match against nothing).
+    const noMax = await api('POST', '/v1/retrievers/lamps/execute', { inputs: { category: 'lamps' }, pagination: { limit: 100 } });
+    expect(noMax.body.pagination.total).toBe(5);
   });
 
   it('fills placeholders by type: a list stays a list, embedded text is stringified', async () => {
@@ -236,6 +239,24 @@ describe('retrievers: resource, execution engine and history', () => {
     expect(refused.body.error.message).toContain("collection 'products'");
     expect((await api('POST', '/v1/retrievers/execute', body('other'), scoped)).status).toBe(200);
     expect((await api('POST', '/v1/retrievers/lamps/execute', { inputs: { category: 'lamps' } }, scoped)).status).toBe(403);
+  });
+
+  it('records interactions: the ten upper-case types and the lower-case kinds, one or a batch of up to 100', async () => {
+    const db = t.kernel.services.get(DatabaseHandle).db;
+    const run = await api('POST', '/v1/retrievers/lamps/execute', { inputs: { category: 'lamps' } });
+    expect(run.status, run.text).toBe(200);
+    const doc = run.body.documents[0].document_id;
+    const one = await api('POST', '/v1/retrievers/lamps/interactions', { document_id: doc, interaction_type: ['click', 'LONG_VIEW', 'long_view'], position: 0, execution_id: run.body.execution_id, query_snapshot: { category: 'lamps' } });
+    expect(one.status).toBe(200);
+    expect(one.body).toMatchObject({ recorded: 1, interaction_ids: [expect.stringMatching(/^int_/)] });
+    const stored = await db('retriever_interactions').where({ interaction_id: one.body.interaction_ids[0] }).first();
+    expect(stored.interaction_types).toEqual(['CLICK', 'LONG_VIEW']);
+    const types = ['VIEW', 'CLICK', 'POSITIVE_FEEDBACK', 'NEGATIVE_FEEDBACK', 'PURCHASE', 'ADD_TO_CART', 'WISHLIST', 'LONG_VIEW', 'SHARE', 'BOOKMARK'];
+    const batch = await api('POST', '/v1/retrievers/lamps/interactions', { interactions: types.map((type, position) => ({ document_id: doc, interaction_type: [type], position, session_id: 's1' })) });
+    expect(batch.body.recorded).toBe(10);
+    expect((await api('POST', '/v1/retrievers/lamps/interactions', { interactions: Array.from({ length: 101 }, () => ({ document_id: doc, interaction_type: ['VIEW'] })) })).status).toBe(422);
+    expect((await api('POST', '/v1/retrievers/lamps/interactions', { document_id: doc, interaction_type: ['hover'] })).status).toBe(422);
+    expect((await api('POST', '/v1/retrievers/lamps/interactions', { document_id: doc, interaction_type: ['VIEW'], execution_id: 'exec_unknown' })).status).toBe(404);
   });
 
   it('lists every registered stage with its parameter schema', async () => {
