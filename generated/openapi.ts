@@ -1153,7 +1153,7 @@ export interface paths {
         };
         /**
          * The retriever's execution history, newest first.
-         * @description Lists the recorded executions of a saved retriever, newest first, each with its inputs, status, timings, per-stage statistics and the ids of the documents it returned. Offset pagination with `limit` and `offset`. Needs the `read` permission.
+         * @description Lists the recorded executions of a saved retriever, newest first, each with its inputs, status, timings, per-stage statistics and the ids of the documents it returned. A `usr_sk_` key sees only the executions it ran. Offset pagination with `limit` and `offset`. Needs the `read` permission.
          */
         get: operations["listRetrieverExecutions"];
         put?: never;

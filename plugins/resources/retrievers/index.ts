@@ -184,12 +184,12 @@ export default defineResource({
       const retriever = await services.get(Retrievers).get(callerOf(ctx).organizationId, namespaceOf(ctx), params.retriever_id);
       const limit = query.limit ?? 100;
       const offset = query.offset ?? 0;
-      const { rows, total } = await services.get(Store).listExecutions(retriever.retriever_id, limit, offset);
+      const { rows, total } = await services.get(Store).listExecutions(retriever.retriever_id, callerOf(ctx).principalId, limit, offset);
       return { status: 200, body: { results: rows.map(toExecution), total, limit, offset, has_next: offset + rows.length < total } };
     },
     getRetrieverExecution: async ({ params, ctx, services }) => {
       const retriever = await services.get(Retrievers).get(callerOf(ctx).organizationId, namespaceOf(ctx), params.retriever_id);
-      const row = await services.get(Store).findExecution(retriever.retriever_id, params.execution_id);
+      const row = await services.get(Store).findExecution(retriever.retriever_id, params.execution_id, callerOf(ctx).principalId);
       if (!row) throw new NotFoundError(`Execution '${params.execution_id}' of retriever '${retriever.retriever_name}' not found`, { execution_id: params.execution_id });
       return { status: 200, body: toExecution(row) };
     },

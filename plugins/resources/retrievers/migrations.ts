@@ -50,6 +50,8 @@ export const retrieverMigrations: Migration[] = [
         t.double('duration_ms').notNullable();
         t.timestamp('started_at', { useTz: true }).notNullable();
         t.text('created_by');
+        // The principal of the user-scoped key that ran it: such keys see only their own executions.
+        t.text('principal_id');
         t.index(['retriever_id', 'started_at']);
       });
     },

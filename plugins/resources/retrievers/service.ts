@@ -160,6 +160,7 @@ export class RetrieverService {
       duration_ms: outcome.duration_ms,
       started_at: outcome.started_at,
       created_by: caller.userEmail,
+      principal_id: caller.principalId,
     });
     return { row, outcome };
   }
@@ -202,7 +203,7 @@ export class RetrieverService {
   async recordInteractions(caller: Caller, namespace: ResolvedNamespace, nameOrId: string, interactions: ReadonlyArray<Schemas['RetrieverInteraction']>): Promise<string[]> {
     const row = await this.get(caller.organizationId, namespace, nameOrId);
     for (const executionId of new Set(interactions.flatMap((i) => (i.execution_id ? [i.execution_id] : [])))) {
-      if (!(await this.store.findExecution(row.retriever_id, executionId))) {
+      if (!(await this.store.findExecution(row.retriever_id, executionId, caller.principalId))) {
         throw new NotFoundError(`Execution '${executionId}' of retriever '${row.retriever_name}' not found`, { execution_id: executionId });
       }
     }

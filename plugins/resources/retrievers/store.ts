@@ -45,6 +45,7 @@ export interface ExecutionRow {
   duration_ms: number;
   started_at: Date;
   created_by: string | null;
+  principal_id: string | null;
 }
 
 const RETRIEVER_JSON = [
@@ -125,16 +126,20 @@ export class RetrieverStore {
     await this.db('retriever_executions').insert(toColumns({ ...row }, EXECUTION_JSON));
   }
 
-  async listExecutions(retrieverId: string, limit: number, offset: number): Promise<{ rows: ExecutionRow[]; total: number }> {
+  /** `principalId` (user-scoped keys): only the executions that principal ran (their results name its documents). */
+  async listExecutions(retrieverId: string, principalId: string | null, limit: number, offset: number): Promise<{ rows: ExecutionRow[]; total: number }> {
     const q = this.db<ExecutionRow>('retriever_executions').where({ retriever_id: retrieverId });
+    if (principalId) q.where({ principal_id: principalId });
     const [counted] = (await q.clone().count({ count: '*' })) as Array<{ count: string | number }>;
     const count = counted?.count ?? 0;
     const rows = await q.orderBy([{ column: 'started_at', order: 'desc' }, { column: 'execution_id', order: 'desc' }]).limit(limit).offset(offset);
     return { rows, total: Number(count) };
   }
 
-  findExecution(retrieverId: string, executionId: string): Promise<ExecutionRow | undefined> {
-    return this.db<ExecutionRow>('retriever_executions').where({ retriever_id: retrieverId, execution_id: executionId }).first();
+  findExecution(retrieverId: string, executionId: string, principalId: string | null): Promise<ExecutionRow | undefined> {
+    const q = this.db<ExecutionRow>('retriever_executions').where({ retriever_id: retrieverId, execution_id: executionId });
+    if (principalId) q.where({ principal_id: principalId });
+    return q.first();
   }
 
   async insertInteractions(rows: readonly InteractionRow[]): Promise<void> {

@@ -213,6 +213,12 @@ describe('retrievers: resource, execution engine and history', () => {
     const run = await api('POST', '/v1/retrievers/lamps/execute', { inputs: { category: 'lamps', max_price: 100 } }, aliceKey);
     expect(run.status).toBe(200);
     expect(run.body.documents.map((d: { payload: { fields: { title: string } } }) => d.payload.fields.title)).toEqual(['lamp-e']);
+    // Its history shows only its own executions: the others' results name documents it may not see.
+    const history = await api('GET', '/v1/retrievers/lamps/executions', undefined, aliceKey);
+    expect(history.body.results.map((e: { execution_id: string }) => e.execution_id)).toEqual([run.body.execution_id]);
+    const others = (await api('GET', '/v1/retrievers/lamps/executions')).body.results.filter((e: { execution_id: string }) => e.execution_id !== run.body.execution_id);
+    expect(others.length).toBeGreaterThan(0);
+    expect((await api('GET', `/v1/retrievers/lamps/executions/${others[0].execution_id}`, undefined, aliceKey)).status).toBe(404);
   });
 
   it('refuses to run a saved retriever with a stage version other than the one it was built with', async () => {

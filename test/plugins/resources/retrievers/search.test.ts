@@ -143,6 +143,17 @@ describe('feature_search end to end', () => {
     expect(wrongDims.body).toMatchObject({ status: 'failed', error: expect.stringContaining('3 dimensions') });
   });
 
+  it('stops at max_inference_calls after the stage that spent them, returning its documents', async () => {
+    const run = await api('POST', '/v1/retrievers/execute', {
+      collection_identifiers: ['chunks'], input_schema: {}, inputs: {}, budget_limits: { max_inference_calls: 0 },
+      stages: [search('glaciers'), { stage_name: 'one', config: { stage_id: 'limit', parameters: { limit: 1 } } }],
+    });
+    expect(run.body.status).toBe('budget_exceeded');
+    expect(run.body.budget.exceeded).toEqual({ limit: 'max_inference_calls', value: 0, used: 1, stopped_before: 'one' });
+    expect(run.body.documents.length).toBeGreaterThan(1);
+    expect(run.body.stage_statistics.stages.one.status).toBe('skipped');
+  });
+
   it('refines the documents of an earlier stage, then sorts and cuts them', async () => {
     const run = await api('POST', '/v1/retrievers/execute', {
       collection_identifiers: ['chunks'], input_schema: {}, inputs: {},
