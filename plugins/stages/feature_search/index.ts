@@ -199,7 +199,11 @@ export default defineStage<FeatureSearchParameters>({
 
     if (searches.length === 0) {
       if (candidates) return filter ? candidates.filter((d) => matchesFilter(filter, filterView(d))) : candidates;
-      return documents.list({ organizationId: ctx.organizationId, collectionIds, principalId: ctx.principalId, ...(filter ? { filter } : {}), limit: params.final_top_k ?? 1000 });
+      // `final_top_k` asks for a cut; without it, more matches than can be returned is an error, never a silent cut.
+      const limit = params.final_top_k ?? MAX_FETCH;
+      const found = await documents.list({ organizationId: ctx.organizationId, collectionIds, principalId: ctx.principalId, ...(filter ? { filter } : {}), limit: params.final_top_k ?? MAX_FETCH + 1 });
+      if (found.length > limit) throw new InputError(`more than ${MAX_FETCH} documents match pre_filters; narrow them or set final_top_k`);
+      return found;
     }
     if (candidates && candidates.length === 0) return [];
 

@@ -35,7 +35,8 @@ describe('attribute_filter edge cases', () => {
     }
   });
 
-  it('as the first stage reads at most `limit` documents', async () => {
-    expect(await stage.run(world.context(null, 0), [], { filters: {}, limit: 3 })).toHaveLength(3);
+  it('as the first stage never cuts matches silently: more than `limit` is an error', async () => {
+    expect(await stage.run(world.context(null, 0), [], { filters: {}, limit: 12 })).toHaveLength(12);
+    await expect(stage.run(world.context(null, 0), [], { filters: {}, limit: 11 })).rejects.toThrow(/more than 11 documents match/);
   });
 });
