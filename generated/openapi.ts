@@ -1131,6 +1131,235 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/retrievers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the namespace's retrievers, by name, with name and tag filters.
+         * @description Lists the retrievers of the `X-Namespace` namespace in name order. `search` keeps names containing the text (case-insensitive); `tags` (comma-separated) keeps retrievers carrying every one of them. Offset pagination with `limit` and `offset`. Needs the `read` permission.
+         */
+        get: operations["listRetrievers"];
+        put?: never;
+        /**
+         * Save a retriever - an ordered pipeline of stages over one or more collections, with an input schema.
+         * @description Saves a retriever in the `X-Namespace` namespace. Its collections (names or `col_` ids) must exist there and be readable by the key; every stage must be registered (`GET /v1/retrievers/stages`) and its parameters must pass the stage's JSON Schema (`{{inputs.<name>}}` placeholders must name declared inputs and are checked when filled). The stage versions it is built with and the features it reads (`feature_dependencies`) are recorded; `version` starts at 1. Names are unique in the namespace (409). Needs the `write` permission.
+         */
+        post: operations["createRetriever"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/retrievers/{retriever_id}": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * One retriever, by name or `ret_` id.
+         * @description Looks up one retriever of the `X-Namespace` namespace by name or `ret_` id, with its stages, collections, input schema, budget limits, recorded stage versions and feature dependencies. Needs the `read` permission.
+         */
+        get: operations["getRetriever"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a retriever and its execution history.
+         * @description Deletes the retriever and every recorded execution of it. Needs the `delete` permission.
+         */
+        delete: operations["deleteRetriever"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a retriever's name, description, tags or display config; its version goes up by one.
+         * @description Only `retriever_name`, `description`, `tags` (replacing the existing ones) and `display_config` change; the pipeline itself (stages, collections, input schema, budget limits) is immutable - clone the retriever to change it (any other field is a 422). A body without any field is a 400. `version` goes up by one. Needs the `write` permission.
+         */
+        patch: operations["updateRetriever"];
+        trace?: never;
+    };
+    "/v1/retrievers/{retriever_id}/clone": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Copy a retriever under a new id, replacing any of its stages, collections, input schema, budget limits or name.
+         * @description Creates a new retriever (new `ret_` id, `version` 1) from an existing one: the way to change its logic. Fields given in the body replace the original's; the copy is checked like a new retriever. Without `retriever_name` the copy is named `<name>-copy` (then `-copy-2`, ...). Needs the `write` permission.
+         */
+        post: operations["cloneRetriever"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/retrievers/{retriever_id}/execute": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run a saved retriever with inputs; the execution is recorded in its history.
+         * @description Runs the retriever's stages in order with `inputs` (checked against its `input_schema`: a 422 names the input) and returns ranked documents, per-stage statistics, budget use and a page (`pagination`: `offset` with `limit`/`offset`, or `page_number` with `page_size`/`page_number`). A budget limit reached between stages stops the run with `status: budget_exceeded` and what was found so far; a failing stage gives `status: failed` and a readable `error` naming it. A retriever runs only with the stage versions it was built with: when this deployment runs another version of one of its stages the answer is a 409 (clone it to rebuild it). Needs the `read` permission.
+         */
+        post: operations["executeRetriever"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/retrievers/{retriever_id}/executions": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The retriever's execution history, newest first.
+         * @description Lists the recorded executions of a saved retriever, newest first, each with its inputs, status, timings, per-stage statistics and the ids of the documents it returned. A `usr_sk_` key sees only the executions it ran. Offset pagination with `limit` and `offset`. Needs the `read` permission.
+         */
+        get: operations["listRetrieverExecutions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/retrievers/{retriever_id}/executions/{execution_id}": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                execution_id: components["parameters"]["ExecutionId"];
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * One recorded execution of a retriever.
+         * @description Returns one recorded execution: inputs, status, error, timings, per-stage statistics, budget use and the ids of every document it returned, in rank order. Needs the `read` permission.
+         */
+        get: operations["getRetrieverExecution"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/retrievers/{retriever_id}/interactions": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Record what users did with a retriever's results (views, clicks, feedback, purchases, ...).
+         * @description Records one interaction, or up to 100 in `interactions`. Each names the `document_id`, one or more `interaction_type`s (`VIEW`, `CLICK`, `POSITIVE_FEEDBACK`, `NEGATIVE_FEEDBACK`, `PURCHASE`, `ADD_TO_CART`, `WISHLIST`, `LONG_VIEW`, `SHARE`, `BOOKMARK`; the lower-case kinds `click`, `long_view`, `positive_feedback`, `negative_feedback` are accepted and stored upper-case), and optionally the result `position`, the `execution_id` it came from (an execution of this retriever, else a 404), a `query_snapshot` and a `session_id`. Needs the `read` permission.
+         */
+        post: operations["recordRetrieverInteractions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/retrievers/execute": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run a pipeline without saving it (no retriever and no history is kept).
+         * @description Runs stages over the named collections with the given inputs, as a saved retriever would, but saves nothing: the answer carries `X-Execution-Mode: anonymous` and `execution_metadata.retriever_persisted = false`, and no execution history is written. Inputs that break `input_schema`, and parameters that break a stage's schema once filled, are a 422 naming them; a stage failing while it runs gives `status: failed` with a readable `error`. Needs the `read` permission.
+         */
+        post: operations["executeAdHocRetriever"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/retrievers/stages": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every registered retriever stage, with its type, version, description and parameter JSON Schema.
+         * @description Lists every stage this deployment runs (built-in and `TESSERA_PLUGINS`), by id, with its `stage_type`, version, description and the JSON Schema of `config.parameters`. It does not depend on a namespace. Needs the `read` permission.
+         */
+        get: operations["listRetrieverStages"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/storage/blobs/{token}": {
         parameters: {
             query?: never;
@@ -1166,6 +1395,16 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        AdHocRetrieverExecuteRequest: {
+            budget_limits?: components["schemas"]["RetrieverBudgetLimits"];
+            collection_identifiers: string[];
+            input_schema: components["schemas"]["RetrieverInputSchema"];
+            inputs: {
+                [key: string]: unknown;
+            };
+            pagination?: components["schemas"]["RetrieverPagination"];
+            stages: components["schemas"]["RetrieverStage"][];
+        };
         ApiKey: {
             allowed_origins: string[];
             /** Format: date-time */
@@ -1811,6 +2050,12 @@ export interface components {
             results: components["schemas"]["ExtractorInfo"][];
             total: number;
         };
+        FeatureDependency: {
+            extractor: string;
+            output: string;
+            scheme: string;
+            version: string;
+        };
         FeatureExtractorConfig: {
             /**
              * @default individual
@@ -2120,6 +2365,278 @@ export interface components {
         };
         /** @enum {string} */
         ResourceType: "organization" | "user" | "api_key" | "namespace" | "collection" | "bucket" | "retriever" | "cluster" | "taxonomy" | "storage_connection" | "alert" | "annotation" | "secret" | "webhook";
+        RetrieverBudgetLimits: {
+            max_credits?: number;
+            max_execution_time_ms?: number;
+            max_inference_calls?: number;
+            /** @description Recorded; no stage uses a language model yet. */
+            max_llm_tokens?: number;
+            max_time_ms?: number;
+        };
+        RetrieverBudgetUse: {
+            credits_remaining: number | null;
+            credits_used: number;
+            /** @description The limit that stopped the execution (null when none did). */
+            exceeded: {
+                /** @enum {string} */
+                limit: "max_credits" | "max_time_ms" | "max_inference_calls" | "max_execution_time_ms";
+                /** @description The stage that did not run. */
+                stopped_before: string | null;
+                used: number;
+                value: number;
+            } | null;
+            inference_calls: number;
+            limits: components["schemas"]["RetrieverBudgetLimits"];
+            time_used_ms: number;
+        };
+        RetrieverCacheConfig: {
+            enabled?: boolean;
+            ttl_seconds?: number;
+        } & {
+            [key: string]: unknown;
+        };
+        RetrieverCloneRequest: {
+            budget_limits?: components["schemas"]["RetrieverBudgetLimits"];
+            collection_identifiers?: string[];
+            description?: string | null;
+            input_schema?: components["schemas"]["RetrieverInputSchema"];
+            retriever_name?: string;
+            stages?: components["schemas"]["RetrieverStage"][];
+        };
+        RetrieverConfig: {
+            budget_limits: components["schemas"]["RetrieverBudgetLimits"];
+            cache_config: components["schemas"]["RetrieverCacheConfig"];
+            cache_stage_names: string[];
+            collection_identifiers: string[];
+            /** @description The collections resolved at creation. */
+            collection_ids: string[];
+            /** Format: date-time */
+            created_at: string;
+            created_by: string | null;
+            description: string | null;
+            display_config: components["schemas"]["RetrieverDisplayConfig"];
+            feature_dependencies: components["schemas"]["FeatureDependency"][];
+            input_schema: components["schemas"]["RetrieverInputSchema"];
+            namespace_id: string;
+            retriever_id: string;
+            retriever_name: string;
+            /** @description The version of every stage the retriever was built with. */
+            stage_versions: {
+                stage_id: string;
+                stage_name: string;
+                version: string;
+            }[];
+            stages: components["schemas"]["RetrieverStage"][];
+            tags: string[];
+            /** Format: date-time */
+            updated_at: string;
+            updated_by: string | null;
+            version: number;
+        };
+        RetrieverCreateRequest: {
+            budget_limits?: components["schemas"]["RetrieverBudgetLimits"];
+            cache_config?: components["schemas"]["RetrieverCacheConfig"];
+            cache_stage_names?: string[];
+            /** @description Collection names or `col_` ids in the namespace. */
+            collection_identifiers: string[];
+            description?: string | null;
+            display_config?: components["schemas"]["RetrieverDisplayConfig"];
+            input_schema?: components["schemas"]["RetrieverInputSchema"];
+            retriever_name: string;
+            stages: components["schemas"]["RetrieverStage"][];
+            tags?: string[];
+        };
+        RetrieverDeleted: {
+            deleted: boolean;
+            retriever_id: string;
+            retriever_name: string;
+        };
+        /** @description How a published retriever renders (title, description, logo_url, template_type, exposed_fields, field_mappings, field_config, inputs, components, layout, theme, markdowns, custom_cta, external_links). */
+        RetrieverDisplayConfig: {
+            [key: string]: unknown;
+        };
+        RetrieverEnvelope: {
+            retriever: components["schemas"]["RetrieverConfig"];
+        };
+        RetrieverExecuteRequest: {
+            inputs?: {
+                [key: string]: unknown;
+            };
+            pagination?: components["schemas"]["RetrieverPagination"];
+        };
+        RetrieverExecutionList: {
+            has_next: boolean;
+            limit: number;
+            offset: number;
+            results: components["schemas"]["RetrieverExecutionRecord"][];
+            total: number;
+        };
+        RetrieverExecutionRecord: {
+            budget: components["schemas"]["RetrieverBudgetUse"];
+            collection_ids: string[];
+            created_by: string | null;
+            duration_ms: number;
+            error: string | null;
+            execution_id: string;
+            inputs: {
+                [key: string]: unknown;
+            };
+            /** @description Every returned document, in rank order. */
+            result_document_ids: string[];
+            retriever_id: string;
+            retriever_version: number;
+            stage_statistics: components["schemas"]["RetrieverStatistics"];
+            /** Format: date-time */
+            started_at: string;
+            /** @enum {string} */
+            status: "completed" | "failed" | "budget_exceeded";
+            total_results: number;
+        };
+        RetrieverExecutionResult: {
+            budget: components["schemas"]["RetrieverBudgetUse"];
+            documents: components["schemas"]["RetrieverResultDocument"][];
+            error: string | null;
+            execution_id: string;
+            execution_metadata: {
+                collection_ids: string[];
+                retriever_id: string | null;
+                retriever_persisted: boolean;
+                retriever_version: number | null;
+            };
+            optimization_applied: boolean;
+            pagination: components["schemas"]["RetrieverResultPagination"];
+            stage_statistics: components["schemas"]["RetrieverStatistics"];
+            /** @enum {string} */
+            status: "completed" | "failed" | "budget_exceeded";
+        };
+        /** @description Map of input name to `{type (string, text, number, integer, boolean, array, object), required, description, default}`. */
+        RetrieverInputSchema: {
+            [key: string]: {
+                [key: string]: unknown;
+            };
+        };
+        RetrieverInteraction: {
+            document_id: string;
+            execution_id?: string;
+            interaction_type: ("VIEW" | "CLICK" | "POSITIVE_FEEDBACK" | "NEGATIVE_FEEDBACK" | "PURCHASE" | "ADD_TO_CART" | "WISHLIST" | "LONG_VIEW" | "SHARE" | "BOOKMARK" | "click" | "long_view" | "positive_feedback" | "negative_feedback")[];
+            position?: number;
+            query_snapshot?: {
+                [key: string]: unknown;
+            };
+            session_id?: string;
+        };
+        RetrieverInteractionsRecorded: {
+            interaction_ids: string[];
+            recorded: number;
+        };
+        /** @description One interaction, or a batch of up to 100 in `interactions`. */
+        RetrieverInteractionsRequest: components["schemas"]["RetrieverInteraction"] | {
+            interactions: components["schemas"]["RetrieverInteraction"][];
+        };
+        RetrieverList: {
+            has_next: boolean;
+            limit: number;
+            offset: number;
+            results: components["schemas"]["RetrieverConfig"][];
+            total: number;
+        };
+        RetrieverPagination: {
+            limit?: number;
+            /**
+             * @default offset
+             * @enum {string}
+             */
+            method?: "offset" | "page_number";
+            offset?: number;
+            page_number?: number;
+            page_size?: number;
+        };
+        RetrieverResultDocument: {
+            collection_id?: string;
+            document_id: string;
+            payload?: {
+                [key: string]: unknown;
+            };
+            score?: number;
+        } & {
+            [key: string]: unknown;
+        };
+        RetrieverResultPagination: {
+            has_next: boolean;
+            has_previous: boolean;
+            limit: number;
+            /** @enum {string} */
+            method: "offset" | "page_number";
+            offset: number;
+            page_number?: number;
+            page_size?: number;
+            total: number;
+            total_pages?: number;
+        };
+        /** @description One stage: `config.stage_id` names a registered stage (`GET /v1/retrievers/stages`), `config.parameters` its parameters. */
+        RetrieverStage: {
+            /** @description Stored as given. */
+            batch_size?: string | number;
+            config: {
+                /** @description Checked against the stage's JSON Schema; `{{inputs.<name>}}` placeholders are filled from the inputs (typed). */
+                parameters?: {
+                    [key: string]: unknown;
+                };
+                stage_id: string;
+            };
+            description?: string | null;
+            /** @description Unique within the retriever; names the stage in statistics. */
+            stage_name: string;
+            /**
+             * @description The stage's type; when given it must match the stage.
+             * @enum {string}
+             */
+            stage_type?: "filter" | "sort" | "reduce" | "group" | "apply" | "enrich";
+        };
+        RetrieverStageInfo: {
+            description: string;
+            /** @description JSON Schema of `config.parameters`. */
+            parameters: {
+                [key: string]: unknown;
+            };
+            stage_id: string;
+            stage_type: string;
+            version: string;
+        };
+        RetrieverStageList: {
+            results: components["schemas"]["RetrieverStageInfo"][];
+            total: number;
+        };
+        RetrieverStageStatistics: {
+            cache_hit: boolean;
+            credits: number;
+            duration_ms: number;
+            error?: string;
+            inference_calls: number;
+            input_count: number;
+            output_count: number;
+            stage_id: string;
+            stage_index: number;
+            stage_name: string;
+            /** @enum {string} */
+            status: "completed" | "failed" | "skipped";
+            version: string | null;
+        };
+        RetrieverStatistics: {
+            credits_used: number;
+            inference_calls?: number;
+            stages: {
+                [key: string]: components["schemas"]["RetrieverStageStatistics"];
+            };
+            total_time_ms: number;
+        };
+        /** @description Only these four fields are mutable; a body with none of them is a 400. */
+        RetrieverUpdateRequest: {
+            description?: string | null;
+            display_config?: components["schemas"]["RetrieverDisplayConfig"];
+            retriever_name?: string;
+            tags?: string[];
+        };
         /** @enum {string} */
         ScopeOperation: "read_data" | "write_data" | "delete_data" | "execute_retriever" | "create_retriever" | "delete_retriever" | "execute_job" | "cancel_job" | "create_cluster" | "delete_cluster" | "modify_cluster" | "modify_infrastructure" | "manage_permissions";
         SourceLineageEntry: {
@@ -2408,6 +2925,7 @@ export interface components {
         DocumentId: string;
         /** @description Window end (RFC 3339 date-time). Defaults to now. */
         End: string;
+        ExecutionId: string;
         KeyId: string;
         KeyName: string;
         Limit: number;
@@ -2419,6 +2937,8 @@ export interface components {
         OptionalNamespaceHeader: string;
         /** @description An end user's principal id, as a `usr_sk_` key's `principal_id` names it. */
         PrincipalId: string;
+        /** @description The retriever's name or its `ret_` id. */
+        RetrieverId: string;
         /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. Usage windows span at most 366 days (a longer one is a 400). */
         Start: string;
         UploadId: string;
@@ -4607,6 +5127,413 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    listRetrievers: {
+        parameters: {
+            query?: {
+                limit?: components["parameters"]["Limit"];
+                offset?: components["parameters"]["Offset"];
+                /** @description Case-insensitive substring of the name. */
+                search?: string;
+                /** @description Comma-separated tags; a retriever must carry all of them. */
+                tags?: string;
+            };
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of retrievers. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrieverList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    createRetriever: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RetrieverCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description The new retriever. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrieverEnvelope"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    getRetriever: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The retriever. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrieverEnvelope"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    deleteRetriever: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The retriever was deleted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrieverDeleted"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    updateRetriever: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RetrieverUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description The updated retriever. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrieverEnvelope"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    cloneRetriever: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RetrieverCloneRequest"];
+            };
+        };
+        responses: {
+            /** @description The new retriever. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrieverEnvelope"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    executeRetriever: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RetrieverExecuteRequest"];
+            };
+        };
+        responses: {
+            /** @description The execution result. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrieverExecutionResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    listRetrieverExecutions: {
+        parameters: {
+            query?: {
+                limit?: components["parameters"]["Limit"];
+                offset?: components["parameters"]["Offset"];
+            };
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of executions. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrieverExecutionList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    getRetrieverExecution: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                execution_id: components["parameters"]["ExecutionId"];
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The execution. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrieverExecutionRecord"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    recordRetrieverInteractions: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RetrieverInteractionsRequest"];
+            };
+        };
+        responses: {
+            /** @description The interactions were recorded. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrieverInteractionsRecorded"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    executeAdHocRetriever: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AdHocRetrieverExecuteRequest"];
+            };
+        };
+        responses: {
+            /** @description The execution result. */
+            200: {
+                headers: {
+                    /** @description `anonymous`: nothing was saved. */
+                    "X-Execution-Mode"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrieverExecutionResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    listRetrieverStages: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The stages. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrieverStageList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             429: components["responses"]["RateLimited"];
         };
     };

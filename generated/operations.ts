@@ -29,6 +29,20 @@ export const operationTable = {
     "body": null,
     "credits": 0
   },
+  "cloneRetriever": {
+    "method": "post",
+    "path": "/v1/retrievers/{retriever_id}/clone",
+    "permission": "write",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "id_from": "path.retriever_id",
+      "operation": "create_retriever"
+    },
+    "namespaceHeader": "required",
+    "body": "json",
+    "credits": 0
+  },
   "confirmUpload": {
     "method": "post",
     "path": "/v1/buckets/{bucket_identifier}/uploads/{upload_id}/confirm",
@@ -150,6 +164,20 @@ export const operationTable = {
       "resource_type": "bucket",
       "id_from": "path.bucket_identifier",
       "operation": "write_data"
+    },
+    "namespaceHeader": "required",
+    "body": "json",
+    "credits": 0
+  },
+  "createRetriever": {
+    "method": "post",
+    "path": "/v1/retrievers",
+    "permission": "write",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "id_from": "body.retriever_name",
+      "operation": "create_retriever"
     },
     "namespaceHeader": "required",
     "body": "json",
@@ -281,6 +309,20 @@ export const operationTable = {
     "body": null,
     "credits": 0
   },
+  "deleteRetriever": {
+    "method": "delete",
+    "path": "/v1/retrievers/{retriever_id}",
+    "permission": "delete",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "id_from": "path.retriever_id",
+      "operation": "delete_retriever"
+    },
+    "namespaceHeader": "required",
+    "body": null,
+    "credits": 0
+  },
   "deleteUser": {
     "method": "delete",
     "path": "/v1/organizations/users/{user_email}",
@@ -293,6 +335,33 @@ export const operationTable = {
     },
     "namespaceHeader": null,
     "body": null,
+    "credits": 0
+  },
+  "executeAdHocRetriever": {
+    "method": "post",
+    "path": "/v1/retrievers/execute",
+    "permission": "read",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "operation": "execute_retriever"
+    },
+    "namespaceHeader": "required",
+    "body": "json",
+    "credits": 0
+  },
+  "executeRetriever": {
+    "method": "post",
+    "path": "/v1/retrievers/{retriever_id}/execute",
+    "permission": "read",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "id_from": "path.retriever_id",
+      "operation": "execute_retriever"
+    },
+    "namespaceHeader": "required",
+    "body": "json",
     "credits": 0
   },
   "getApiKey": {
@@ -502,6 +571,34 @@ export const operationTable = {
     "body": "binary",
     "credits": 0
   },
+  "getRetriever": {
+    "method": "get",
+    "path": "/v1/retrievers/{retriever_id}",
+    "permission": "read",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "id_from": "path.retriever_id",
+      "operation": "read_data"
+    },
+    "namespaceHeader": "required",
+    "body": null,
+    "credits": 0
+  },
+  "getRetrieverExecution": {
+    "method": "get",
+    "path": "/v1/retrievers/{retriever_id}/executions/{execution_id}",
+    "permission": "read",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "id_from": "path.retriever_id",
+      "operation": "read_data"
+    },
+    "namespaceHeader": "required",
+    "body": null,
+    "credits": 0
+  },
   "getUpload": {
     "method": "get",
     "path": "/v1/buckets/{bucket_identifier}/uploads/{upload_id}",
@@ -661,6 +758,43 @@ export const operationTable = {
     "body": null,
     "credits": 0
   },
+  "listRetrieverExecutions": {
+    "method": "get",
+    "path": "/v1/retrievers/{retriever_id}/executions",
+    "permission": "read",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "id_from": "path.retriever_id",
+      "operation": "read_data"
+    },
+    "namespaceHeader": "required",
+    "body": null,
+    "credits": 0
+  },
+  "listRetrievers": {
+    "method": "get",
+    "path": "/v1/retrievers",
+    "permission": "read",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "operation": "read_data"
+    },
+    "namespaceHeader": "required",
+    "body": null,
+    "credits": 0
+  },
+  "listRetrieverStages": {
+    "method": "get",
+    "path": "/v1/retrievers/stages",
+    "permission": "read",
+    "public": false,
+    "scope": null,
+    "namespaceHeader": null,
+    "body": null,
+    "credits": 0
+  },
   "listUploads": {
     "method": "get",
     "path": "/v1/buckets/{bucket_identifier}/uploads",
@@ -696,6 +830,20 @@ export const operationTable = {
     "scope": null,
     "namespaceHeader": null,
     "body": "binary",
+    "credits": 0
+  },
+  "recordRetrieverInteractions": {
+    "method": "post",
+    "path": "/v1/retrievers/{retriever_id}/interactions",
+    "permission": "read",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "id_from": "path.retriever_id",
+      "operation": "execute_retriever"
+    },
+    "namespaceHeader": "required",
+    "body": "json",
     "credits": 0
   },
   "retryBatch": {
@@ -889,6 +1037,20 @@ export const operationTable = {
       "resource_type": "bucket",
       "id_from": "path.bucket_identifier",
       "operation": "write_data"
+    },
+    "namespaceHeader": "required",
+    "body": "json",
+    "credits": 0
+  },
+  "updateRetriever": {
+    "method": "patch",
+    "path": "/v1/retrievers/{retriever_id}",
+    "permission": "write",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "id_from": "path.retriever_id",
+      "operation": "create_retriever"
     },
     "namespaceHeader": "required",
     "body": "json",

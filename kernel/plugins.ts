@@ -53,7 +53,11 @@ export interface StageBudget {
   maxCredits: number | null;
   maxTimeMs: number | null;
   creditsUsed: number;
+  /** Epoch ms after which the execution stops (the smaller of `max_time_ms` and `max_execution_time_ms`). */
   deadline: number | null;
+  maxInferenceCalls: number | null;
+  /** Calls to the inference workers so far: a stage that calls them adds its own. */
+  inferenceCalls: number;
 }
 
 /** A collection a retriever runs over, as stages see it. */
@@ -68,6 +72,8 @@ export interface StageContext {
   namespace: ResolvedNamespace;
   /** The collections the retriever runs over (resolved from `collection_identifiers`). */
   collections: readonly RetrievalCollection[];
+  /** The stage's position in the pipeline: the first stage (0) reads the collections, later ones refine what they get. */
+  stageIndex: number;
   inputs: Record<string, unknown>;
   budget: StageBudget;
   /** Set for user-scoped keys: stages must only return documents this principal may read. */

@@ -22,6 +22,7 @@ import type { ReferenceRegistry as ReferenceRegistryShape } from './references.j
 import type { TaskQueue as TaskQueueShape } from './tasks/task-queue.js';
 import type { TaskBacklog as TaskBacklogShape } from './tasks/consumers.js';
 import type { CollectionProcessor as CollectionProcessorShape, ObjectCatalog as ObjectCatalogShape } from './processing.js';
+import type { DocumentSource as DocumentSourceShape } from './retrieval/documents.js';
 import type { BlobStore as BlobStoreShape } from './blobs/blob-store.js';
 import type { PresignedPutGate as PresignedPutGateShape } from './blobs/put-gate.js';
 import type { VectorIndex as VectorIndexShape } from './vectors/vector-index.js';
@@ -91,3 +92,5 @@ export const Inference = createToken<InferenceClientShape>('Inference');
 export const ObjectCatalog = createToken<ObjectCatalogShape>('ObjectCatalog');
 /** The collection graph and document writing (bound by the collections plugin). */
 export const CollectionProcessor = createToken<CollectionProcessorShape>('CollectionProcessor');
+/** Documents and feature indexes as retriever stages read them (bound by the collections plugin). */
+export const DocumentSource = createToken<DocumentSourceShape>('DocumentSource');

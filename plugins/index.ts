@@ -20,6 +20,11 @@ import namespaces from './resources/namespaces/index.js';
 import storage from './resources/storage/index.js';
 import usage from './resources/usage/index.js';
 import users from './resources/users/index.js';
+import retrievers from './resources/retrievers/index.js';
+import attributeFilter from './stages/attribute_filter/index.js';
+import featureSearch from './stages/feature_search/index.js';
+import limitStage from './stages/limit/index.js';
+import sortAttribute from './stages/sort_attribute/index.js';
 
 export default [
   health,
@@ -32,6 +37,11 @@ export default [
   storage,
   collections,
   batches,
+  retrievers,
+  attributeFilter,
+  featureSearch,
+  sortAttribute,
+  limitStage,
   passthroughExtractor,
   textExtractor,
   audioExtractor,

@@ -21,8 +21,10 @@ import {
   ReferenceRegistry,
   ResourceIdentifiers,
   createToken,
+  DocumentSource,
 } from '../../../kernel/tokens.js';
 import { collectionMigrations } from './migrations.js';
+import { CollectionDocumentSource } from './retrieval-source.js';
 import { DocumentProcessor } from './processing/processor.js';
 import { CollectionService, featureUri } from './service.js';
 import { CollectionStore, type CollectionRow } from './store.js';
@@ -136,6 +138,7 @@ export default defineResource({
     const direct = { db: services.get(DatabaseHandle).db, vectors: services.get(VectorIndex), plugins: services.get(PluginRegistry) };
     container.bind(DirectWriter).toConstantValue(new DirectDocumentWriter({ ...direct, documents }));
     container.bind(Grants).toConstantValue(new DocumentGrants({ ...direct, collections: store }));
+    container.bind(DocumentSource).toConstantValue(new CollectionDocumentSource(services.get(DatabaseHandle).db, store, services.get(PluginRegistry)));
     container.bind(Collections).toConstantValue(
       new CollectionService(
         store,

@@ -86,6 +86,13 @@ describe('schema-driven fuzzing of every documented operation', () => {
     const draft = await created('POST', '/v1/buckets/fuzz-bucket/batches', { object_ids: [object.object_id] });
     await created('POST', '/v1/organizations/users', { email: 'fuzz@example.test' });
     const key = await created('POST', '/v1/organizations/users/fuzz@example.test/api-keys', { name: 'fuzz-key' });
+    const retriever = await created('POST', '/v1/retrievers', {
+      retriever_name: 'fuzz-retriever',
+      collection_identifiers: ['fuzz-docs'],
+      input_schema: { q: { type: 'string' } },
+      stages: [{ stage_name: 'filter', config: { stage_id: 'attribute_filter', parameters: { filters: { AND: [{ field: 'topic', operator: 'eq', value: '{{inputs.q}}' }] } } } }],
+    });
+    const execution = await created('POST', '/v1/retrievers/fuzz-retriever/execute', { inputs: { q: 'lamps' } });
 
     const tokenOf = (url: unknown) => (typeof url === 'string' ? [url.split('/v1/storage/blobs/')[1]!.split('?')[0]!] : []);
     fixtures = {
@@ -105,6 +112,10 @@ describe('schema-driven fuzzing of every documented operation', () => {
       token: [...tokenOf(upload.presigned_url), ...tokenOf(fetched.blobs?.[0]?.url)],
       feature_extractor_name: ['passthrough_extractor', 'text_extractor'],
       property: ['content'],
+      retriever_id: ['fuzz-retriever', retriever.retriever.retriever_id],
+      execution_id: [execution.execution_id],
+      collection_identifiers: [['fuzz-docs'], [collection.collection_id]],
+      stage_id: ['attribute_filter', 'feature_search', 'sort_attribute', 'limit'],
     };
   }, 120_000);
 

@@ -1,0 +1,77 @@
+/**
+ * The seam between retrieval and the documents it reads. Plugins never import each other, so the
+ * collections plugin publishes its documents and feature indexes through `DocumentSource` (bound as the
+ * kernel token of the same name), and retriever stages read them only through it. Every read takes the
+ * caller's principal: a user-scoped key's filter is applied in the query itself, never afterwards.
+ */
+import type { ParsedFilter } from '../filters/filter.js';
+import type { RetrievalCollection, StageDocument } from '../plugins.js';
+import type { Distance } from '../vectors/vector-index.js';
+
+/** One feature a collection's documents carry a vector for, and where those vectors are indexed. */
+export interface RetrievalFeature {
+  collection_id: string;
+  /** The output field holding the vector (after the extractor's output_mapping). */
+  feature: string;
+  /** `tessera://<extractor>@<version>/<output>`, as the extractor catalogue lists it. */
+  feature_uri: string;
+  extractor: string;
+  extractor_version: string;
+  /** The vector index the collection's processing writes this feature to. */
+  index: string;
+  dims: number;
+  distance: Distance;
+  /** The model that computed the vectors (queries must be embedded by the same one). */
+  model: string;
+  /** What the model embeds (`embed_text` for text features), when the registry knows the model. */
+  task: string | null;
+}
+
+export interface DocumentSort {
+  /** A document field path (`fields.x`, a bare field name, `metadata.x`, `created_at`, ...). */
+  field: string;
+  direction: 'asc' | 'desc';
+}
+
+export interface DocumentListQuery {
+  organizationId: string;
+  collectionIds: readonly string[];
+  /** Set for user-scoped keys: only documents this principal owns or was granted. */
+  principalId: string | null;
+  filter?: ParsedFilter;
+  sort?: readonly DocumentSort[];
+  limit: number;
+}
+
+export interface DocumentSource {
+  /**
+   * The collections named by id or name, in the namespace, in the order given (duplicates removed). A name
+   * that matches nothing is a NotFoundError naming it.
+   */
+  resolveCollections(organizationId: string, namespaceId: string, identifiers: readonly string[]): Promise<RetrievalCollection[]>;
+  /** Documents of the collections matching the filter (pushed into the query), sorted, at most `limit`. */
+  list(query: DocumentListQuery): Promise<StageDocument[]>;
+  /** These documents (unknown, foreign or invisible ones are absent), in the order of `documentIds`. */
+  getByIds(organizationId: string, collectionIds: readonly string[], documentIds: readonly string[], principalId: string | null): Promise<StageDocument[]>;
+  /** The features the collections' own extractors write vectors for. */
+  features(organizationId: string, collectionIds: readonly string[]): Promise<RetrievalFeature[]>;
+}
+
+/**
+ * The record a document is filtered and sorted on in process, with the same field paths the SQL filter
+ * reads: a bare name is a field (`category` = `fields.category`), `fields.x` and `metadata.x` address those
+ * objects, and the lineage columns and timestamps are top level.
+ */
+export function filterView(doc: StageDocument): Record<string, unknown> {
+  const payload = doc.payload ?? {};
+  const fields = (payload.fields ?? {}) as Record<string, unknown>;
+  return {
+    ...fields,
+    ...payload,
+    fields,
+    metadata: payload.metadata ?? {},
+    document_id: doc.document_id,
+    collection_id: doc.collection_id ?? payload.collection_id,
+    score: doc.score,
+  };
+}

@@ -1,0 +1,266 @@
+/**
+ * Runs a retriever's pipeline: checks the inputs against the input schema, fills placeholders, checks
+ * each stage's parameters, then runs the stages in order, each receiving the documents the previous one
+ * returned. Budget limits are checked between stages: when one is reached the execution stops, says which
+ * limit stopped it and returns what was found so far. A failing stage fails the execution with a readable
+ * error naming the stage (the execution result, not an HTTP error: rule 8 of the contract).
+ */
+import type { Container } from 'inversify';
+import type { Logger } from 'pino';
+import type { ResolvedNamespace } from '../auth/namespaces.js';
+import { scopesAllow, type ResourceScope } from '../auth/scopes.js';
+import { ApiError, NotAllowedError, RequestValidationError, ServiceUnavailableError } from '../errors.js';
+import type { PluginRegistry, RetrievalCollection, StageBudget, StageContext, StageDocument } from '../plugins.js';
+import { DocumentSource } from '../tokens.js';
+import type { DocumentSource as DocumentSourceShape } from './documents.js';
+import { checkInputs, type InputSchema } from './inputs.js';
+import { paginate, type PaginationRequest, type PaginationResult } from './pagination.js';
+import { fillPlaceholders } from './placeholders.js';
+import { StageChecker, type StageSpec } from './pipeline.js';
+
+export interface BudgetLimits {
+  max_credits?: number;
+  max_time_ms?: number;
+  max_inference_calls?: number;
+  max_execution_time_ms?: number;
+  max_llm_tokens?: number;
+}
+
+export type BudgetLimitName = 'max_credits' | 'max_time_ms' | 'max_inference_calls' | 'max_execution_time_ms';
+
+export interface ExecutionCaller {
+  organizationId: string;
+  principalId: string | null;
+  scopes: readonly ResourceScope[];
+}
+
+export interface ExecutionRequest {
+  caller: ExecutionCaller;
+  namespace: ResolvedNamespace;
+  executionId: string;
+  collectionIdentifiers: readonly string[];
+  inputSchema: InputSchema;
+  stages: readonly StageSpec[];
+  inputs: Record<string, unknown>;
+  budgetLimits: BudgetLimits;
+  pagination?: PaginationRequest;
+  log: Logger;
+}
+
+export interface StageStatistics {
+  stage_name: string;
+  stage_id: string;
+  stage_index: number;
+  version: string | null;
+  status: 'completed' | 'failed' | 'skipped';
+  duration_ms: number;
+  input_count: number;
+  output_count: number;
+  credits: number;
+  inference_calls: number;
+  cache_hit: boolean;
+  error?: string;
+}
+
+export interface ExecutionOutcome {
+  execution_id: string;
+  status: 'completed' | 'failed' | 'budget_exceeded';
+  documents: StageDocument[];
+  /** Every final document's id, in rank order (what history records). */
+  result_ids: string[];
+  pagination: PaginationResult;
+  stage_statistics: { stages: Record<string, StageStatistics>; total_time_ms: number; credits_used: number; inference_calls: number };
+  budget: {
+    credits_used: number;
+    credits_remaining: number | null;
+    time_used_ms: number;
+    inference_calls: number;
+    limits: BudgetLimits;
+    exceeded: { limit: BudgetLimitName; value: number; used: number; stopped_before: string | null } | null;
+  };
+  error: string | null;
+  collection_ids: string[];
+  inputs: Record<string, unknown>;
+  started_at: Date;
+  duration_ms: number;
+}
+
+const round = (ms: number) => Math.round(ms * 1000) / 1000;
+
+export class RetrievalEngine {
+  readonly checker: StageChecker;
+
+  constructor(
+    private readonly registry: PluginRegistry,
+    private readonly container: Container,
+  ) {
+    this.checker = new StageChecker(registry);
+  }
+
+  private documents(): DocumentSourceShape {
+    if (!this.container.isBound(DocumentSource)) throw new ServiceUnavailableError('No plugin provides documents to retrievers (the collections plugin is not loaded)');
+    return this.container.get(DocumentSource);
+  }
+
+  /**
+   * The collections a pipeline runs over: each must exist in the namespace and be readable by the key's
+   * scopes (a key scoped to some collections cannot search the others through a retriever).
+   */
+  async collections(caller: ExecutionCaller, namespace: ResolvedNamespace, identifiers: readonly string[]): Promise<RetrievalCollection[]> {
+    const collections = await this.documents().resolveCollections(caller.organizationId, namespace.id, identifiers);
+    for (const c of collections) {
+      const allowed = scopesAllow(caller.scopes, {
+        organizationId: caller.organizationId,
+        resource: { type: 'collection', identifiers: [c.collection_id, c.collection_name] },
+        namespace,
+        operation: 'read_data',
+      });
+      if (!allowed) throw new NotAllowedError(`The API key's scopes do not allow read_data on collection '${c.collection_name}'`, { collection: c.collection_name });
+    }
+    return collections;
+  }
+
+  async execute(request: ExecutionRequest): Promise<ExecutionOutcome> {
+    const startedAt = new Date();
+    const t0 = performance.now();
+    const inputs = checkInputs(request.inputSchema, request.inputs);
+    // Every stage's parameters are filled and checked before anything runs: a bad input is a 422, not a half-run.
+    const prepared = request.stages.map((spec, i) => {
+      const stage = this.checker.stageOf(spec.config.stage_id);
+      if (!stage) {
+        throw new RequestValidationError([{ loc: ['body', 'stages', i, 'config', 'stage_id'], msg: `stage '${spec.config.stage_id}' is not registered`, type: 'unknown_stage' }]);
+      }
+      const parameters = fillPlaceholders(spec.config.parameters ?? {}, inputs);
+      this.checker.checkFilled(stage, parameters, ['body', 'stages', i, 'config', 'parameters']);
+      return { spec, stage, parameters };
+    });
+    const collections = await this.collections(request.caller, request.namespace, request.collectionIdentifiers);
+
+    const limits = request.budgetLimits;
+    const timeLimits = (['max_time_ms', 'max_execution_time_ms'] as const).filter((k) => typeof limits[k] === 'number');
+    const budget: StageBudget = {
+      maxCredits: limits.max_credits ?? null,
+      maxTimeMs: timeLimits.length > 0 ? Math.min(...timeLimits.map((k) => limits[k]!)) : null,
+      creditsUsed: 0,
+      deadline: null,
+      maxInferenceCalls: limits.max_inference_calls ?? null,
+      inferenceCalls: 0,
+    };
+    budget.deadline = budget.maxTimeMs === null ? null : Date.now() + budget.maxTimeMs;
+    const ctx: StageContext = {
+      organizationId: request.caller.organizationId,
+      namespace: request.namespace,
+      collections,
+      inputs,
+      budget,
+      principalId: request.caller.principalId,
+      stageIndex: 0,
+      log: request.log,
+      container: this.container,
+    };
+
+    const stats: Record<string, StageStatistics> = {};
+    let docs: StageDocument[] = [];
+    let status: ExecutionOutcome['status'] = 'completed';
+    let error: string | null = null;
+    let exceeded: ExecutionOutcome['budget']['exceeded'] = null;
+    const elapsed = () => performance.now() - t0;
+
+    for (const [index, { spec, stage, parameters }] of prepared.entries()) {
+      const cost = stage.cost ? stage.cost(parameters as never) : 0;
+      const base: StageStatistics = {
+        stage_name: spec.stage_name, stage_id: stage.id, stage_index: index, version: stage.version, status: 'skipped',
+        duration_ms: 0, input_count: docs.length, output_count: 0, credits: 0, inference_calls: 0, cache_hit: false,
+      };
+      if (status !== 'completed') {
+        stats[spec.stage_name] = base;
+        continue;
+      }
+      exceeded = this.limitReached(budget, limits, elapsed(), cost, spec.stage_name);
+      if (exceeded) {
+        status = 'budget_exceeded';
+        stats[spec.stage_name] = base;
+        continue;
+      }
+      const creditsBefore = budget.creditsUsed;
+      const callsBefore = budget.inferenceCalls;
+      budget.creditsUsed += cost;
+      const s0 = performance.now();
+      try {
+        const out = await stage.run({ ...ctx, stageIndex: index, log: request.log.child({ stage: spec.stage_name }) }, docs, parameters as never);
+        stats[spec.stage_name] = { ...base, status: 'completed', output_count: out.length };
+        docs = out;
+      } catch (err) {
+        const message = this.messageOf(err, request.log, spec.stage_name);
+        error = `Stage '${spec.stage_name}' (${stage.id}) failed: ${message}`;
+        status = 'failed';
+        stats[spec.stage_name] = { ...base, status: 'failed', error: message };
+      }
+      const entry = stats[spec.stage_name]!;
+      entry.duration_ms = round(performance.now() - s0);
+      entry.credits = budget.creditsUsed - creditsBefore;
+      entry.inference_calls = budget.inferenceCalls - callsBefore;
+      // A limit passed during the last stage stops nothing more, but it is still reported.
+      if (status === 'completed' && index === prepared.length - 1) exceeded = this.limitReached(budget, limits, elapsed(), 0, null, true);
+    }
+    if (status === 'failed') docs = [];
+
+    const { page, pagination } = paginate(docs, request.pagination);
+    const duration = elapsed();
+    return {
+      execution_id: request.executionId,
+      status,
+      documents: page,
+      result_ids: docs.map((d) => d.document_id),
+      pagination,
+      stage_statistics: { stages: stats, total_time_ms: round(duration), credits_used: budget.creditsUsed, inference_calls: budget.inferenceCalls },
+      budget: {
+        credits_used: budget.creditsUsed,
+        credits_remaining: budget.maxCredits === null ? null : Math.max(0, budget.maxCredits - budget.creditsUsed),
+        time_used_ms: round(duration),
+        inference_calls: budget.inferenceCalls,
+        limits,
+        exceeded,
+      },
+      error,
+      collection_ids: collections.map((c) => c.collection_id),
+      inputs,
+      started_at: startedAt,
+      duration_ms: round(duration),
+    };
+  }
+
+  /**
+   * The limit the next stage would break (credits it costs, time or inference calls already spent), if
+   * any. `after` reports a limit passed by the last stage (nothing is stopped then).
+   */
+  private limitReached(
+    budget: StageBudget,
+    limits: BudgetLimits,
+    elapsedMs: number,
+    nextCost: number,
+    nextStage: string | null,
+    after = false,
+  ): ExecutionOutcome['budget']['exceeded'] {
+    const hit = (limit: BudgetLimitName, value: number, used: number) => ({ limit, value, used, stopped_before: nextStage });
+    const credits = after ? budget.creditsUsed : budget.creditsUsed + nextCost;
+    if (budget.maxCredits !== null && credits > budget.maxCredits) {
+      return hit('max_credits', budget.maxCredits, budget.creditsUsed);
+    }
+    for (const limit of ['max_time_ms', 'max_execution_time_ms'] as const) {
+      const value = limits[limit];
+      if (typeof value === 'number' && elapsedMs >= value) return hit(limit, value, Math.round(elapsedMs));
+    }
+    if (budget.maxInferenceCalls !== null && budget.inferenceCalls > budget.maxInferenceCalls) {
+      return hit('max_inference_calls', budget.maxInferenceCalls, budget.inferenceCalls);
+    }
+    return null;
+  }
+
+  /** What a failed stage reports: typed errors say what went wrong; anything else is logged, not shown. */
+  private messageOf(err: unknown, log: Logger, stageName: string): string {
+    if (err instanceof ApiError || err instanceof RequestValidationError) return err.message;
+    log.error({ err, stage: stageName }, 'retriever stage failed unexpectedly');
+    return 'internal error (logged with the request id)';
+  }
+}

@@ -1,0 +1,128 @@
+/**
+ * The collections plugin's side of the retrieval seam (kernel/retrieval/documents.ts): documents of the
+ * collections a retriever runs over, read with the caller's principal filter in the SQL itself, and the
+ * features those collections index (the same index names processing writes to).
+ */
+import type { Knex } from 'knex';
+import { NotFoundError } from '../../../kernel/errors.js';
+import { whereFilter } from '../../../kernel/filters/sql.js';
+import { iso } from '../../../kernel/http/values.js';
+import type { PluginRegistry, RetrievalCollection, StageDocument } from '../../../kernel/plugins.js';
+import type { DocumentListQuery, DocumentSource, RetrievalFeature } from '../../../kernel/retrieval/documents.js';
+import { featureIndexName } from '../../../kernel/vectors/naming.js';
+import type { Distance } from '../../../kernel/vectors/vector-index.js';
+import { resolveDocumentField, type DocumentRow } from './document-store.js';
+import type { CollectionRow, CollectionStore } from './store.js';
+
+const FIELD = /^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$/;
+/** Ids per `IN (...)` list: keeps statements small whatever a stage asks for. */
+const ID_CHUNK = 1000;
+
+export function toStageDocument(row: DocumentRow): StageDocument {
+  return {
+    document_id: row.document_id,
+    collection_id: row.collection_id,
+    payload: {
+      document_id: row.document_id,
+      collection_id: row.collection_id,
+      namespace_id: row.namespace_id,
+      root_object_id: row.root_object_id,
+      source_collection_id: row.source_collection_id,
+      source_document_id: row.source_document_id,
+      processing_tier: Number(row.processing_tier),
+      fields: row.fields,
+      metadata: row.metadata,
+      owner_principal: row.owner_principal,
+      created_at: iso(row.created_at),
+      updated_at: iso(row.updated_at),
+    },
+  };
+}
+
+export class CollectionDocumentSource implements DocumentSource {
+  constructor(
+    private readonly db: Knex,
+    private readonly collections: CollectionStore,
+    private readonly plugins: PluginRegistry,
+  ) {}
+
+  async resolveCollections(organizationId: string, namespaceId: string, identifiers: readonly string[]): Promise<RetrievalCollection[]> {
+    const out = new Map<string, RetrievalCollection>();
+    for (const identifier of identifiers) {
+      const row = await this.collections.find(organizationId, namespaceId, identifier);
+      if (!row) throw new NotFoundError(`Collection '${identifier}' not found in this namespace`, { collection: identifier });
+      out.set(row.collection_id, { collection_id: row.collection_id, collection_name: row.collection_name, namespace_id: row.namespace_id });
+    }
+    return [...out.values()];
+  }
+
+  private visible(q: Knex.QueryBuilder, principalId: string | null): void {
+    if (principalId) q.where((w) => w.where({ owner_principal: principalId }).orWhereRaw('grants @> ?::jsonb', [JSON.stringify([principalId])]));
+  }
+
+  async list(query: DocumentListQuery): Promise<StageDocument[]> {
+    if (query.collectionIds.length === 0 || query.limit < 1) return [];
+    const q = this.db<DocumentRow>('documents').where({ organization_id: query.organizationId }).whereIn('collection_id', [...query.collectionIds]);
+    whereFilter(q, query.filter, resolveDocumentField);
+    this.visible(q, query.principalId);
+    for (const sort of query.sort ?? []) {
+      if (!FIELD.test(sort.field)) throw new Error(`unsafe sort field '${sort.field}' reached the document source`);
+      const resolved = resolveDocumentField(sort.field)!;
+      q.orderByRaw(`${resolved.expr} ${sort.direction === 'desc' ? 'desc nulls last' : 'asc nulls last'}`);
+    }
+    // Ties (and unsorted reads) in a stable order, so the same request gives the same documents.
+    q.orderBy('document_id', 'asc').limit(query.limit);
+    return ((await q) as DocumentRow[]).map(toStageDocument);
+  }
+
+  async getByIds(organizationId: string, collectionIds: readonly string[], documentIds: readonly string[], principalId: string | null): Promise<StageDocument[]> {
+    if (collectionIds.length === 0 || documentIds.length === 0) return [];
+    const byId = new Map<string, StageDocument>();
+    const unique = [...new Set(documentIds)];
+    for (let i = 0; i < unique.length; i += ID_CHUNK) {
+      const q = this.db<DocumentRow>('documents')
+        .where({ organization_id: organizationId })
+        .whereIn('collection_id', [...collectionIds])
+        .whereIn('document_id', unique.slice(i, i + ID_CHUNK));
+      this.visible(q, principalId);
+      for (const row of (await q) as DocumentRow[]) byId.set(row.document_id, toStageDocument(row));
+    }
+    return documentIds.flatMap((id) => (byId.has(id) ? [byId.get(id)!] : []));
+  }
+
+  async features(organizationId: string, collectionIds: readonly string[]): Promise<RetrievalFeature[]> {
+    const out: RetrievalFeature[] = [];
+    for (const collectionId of collectionIds) {
+      const row = await this.collections.findById(organizationId, collectionId);
+      if (row) out.push(...this.featuresOf(row));
+    }
+    return out;
+  }
+
+  /** The collection's own extractors' features (a chained collection's parent features are the parent's). */
+  private featuresOf(row: CollectionRow): RetrievalFeature[] {
+    return row.feature_extractors.flatMap((config) => {
+      const extractor = this.plugins.extractors.get(config.feature_extractor_name);
+      if (!extractor) return [];
+      const mapping = config.output_mapping as Record<string, string> | undefined;
+      return extractor.features.map((feature): RetrievalFeature => {
+        const output = mapping?.[feature.name] ?? feature.name;
+        // The output schema recorded, at creation, the model and dims the collection was built with.
+        const recorded = (row.output_schema.properties?.[output] as { 'x-feature'?: { dims?: number; distance?: Distance; model?: string } } | undefined)?.['x-feature'];
+        const model = recorded?.model ?? feature.model;
+        return {
+          collection_id: row.collection_id,
+          feature: output,
+          feature_uri: `tessera://${extractor.name}@${config.version}/${feature.name}`,
+          extractor: extractor.name,
+          extractor_version: config.version,
+          index: featureIndexName(row.collection_id, output),
+          dims: recorded?.dims ?? feature.dims,
+          distance: recorded?.distance ?? feature.distance,
+          model,
+          task: this.plugins.models.get(model)?.task ?? null,
+        };
+      });
+    });
+  }
+}

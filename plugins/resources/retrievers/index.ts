@@ -1,0 +1,197 @@
+/**
+ * Retrievers: saved pipelines of stages over collections, their execution (saved with history, or ad hoc
+ * with nothing kept), and the catalogue of registered stages. The pipeline engine is the kernel's
+ * (kernel/retrieval); stages are plugins found through the registry.
+ */
+import type { components } from '../../../generated/openapi.js';
+import type { RequestContext } from '../../../kernel/http/context.js';
+import { callerOf } from '../../../kernel/http/handlers.js';
+import { iso } from '../../../kernel/http/values.js';
+import { defineResource } from '../../../kernel/plugins.js';
+import { RetrievalEngine, type ExecutionOutcome } from '../../../kernel/retrieval/engine.js';
+import { Clock, DatabaseHandle, PluginRegistry, ResourceIdentifiers, createToken } from '../../../kernel/tokens.js';
+import { NotFoundError } from '../../../kernel/errors.js';
+import { retrieverMigrations } from './migrations.js';
+import { RetrieverService, type Caller } from './service.js';
+import { RetrieverStore, type ExecutionRow, type RetrieverRow } from './store.js';
+
+type Schemas = components['schemas'];
+
+const Retrievers = createToken<RetrieverService>('retrievers.RetrieverService');
+const Store = createToken<RetrieverStore>('retrievers.RetrieverStore');
+
+function toRetriever(row: RetrieverRow): Schemas['RetrieverConfig'] {
+  return {
+    retriever_id: row.retriever_id,
+    retriever_name: row.retriever_name,
+    namespace_id: row.namespace_id,
+    description: row.description,
+    collection_identifiers: row.collection_identifiers,
+    collection_ids: row.collection_ids,
+    input_schema: row.input_schema,
+    stages: row.stages,
+    budget_limits: row.budget_limits,
+    feature_dependencies: row.feature_dependencies,
+    stage_versions: row.stage_versions,
+    tags: row.tags,
+    display_config: row.display_config,
+    cache_config: row.cache_config,
+    cache_stage_names: row.cache_stage_names,
+    version: Number(row.version),
+    created_at: iso(row.created_at),
+    updated_at: iso(row.updated_at),
+    created_by: row.created_by,
+    updated_by: row.updated_by,
+  };
+}
+
+function toExecution(row: ExecutionRow): Schemas['RetrieverExecutionRecord'] {
+  return {
+    execution_id: row.execution_id,
+    retriever_id: row.retriever_id,
+    retriever_version: Number(row.retriever_version),
+    status: row.status,
+    inputs: row.inputs,
+    collection_ids: row.collection_ids,
+    result_document_ids: row.result_document_ids,
+    total_results: Number(row.total_results),
+    stage_statistics: row.stage_statistics,
+    budget: row.budget,
+    error: row.error,
+    duration_ms: Number(row.duration_ms),
+    started_at: iso(row.started_at),
+    created_by: row.created_by,
+  };
+}
+
+function toResult(outcome: ExecutionOutcome, retriever: RetrieverRow | null): Schemas['RetrieverExecutionResult'] {
+  return {
+    execution_id: outcome.execution_id,
+    status: outcome.status,
+    documents: outcome.documents,
+    pagination: outcome.pagination,
+    stage_statistics: outcome.stage_statistics,
+    budget: outcome.budget as Schemas['RetrieverBudgetUse'],
+    error: outcome.error,
+    optimization_applied: false,
+    execution_metadata: {
+      retriever_persisted: retriever !== null,
+      retriever_id: retriever?.retriever_id ?? null,
+      retriever_version: retriever ? Number(retriever.version) : null,
+      collection_ids: outcome.collection_ids,
+    },
+  };
+}
+
+function namespaceOf(ctx: RequestContext) {
+  if (!ctx.namespace) throw new Error('retriever routes declare X-Namespace as required');
+  return ctx.namespace;
+}
+
+function callerFrom(ctx: RequestContext): Caller {
+  const auth = callerOf(ctx);
+  return { organizationId: auth.organizationId, principalId: auth.principalId, scopes: auth.scopes, userEmail: auth.userEmail };
+}
+
+export default defineResource({
+  name: 'retrievers',
+  migrations: retrieverMigrations,
+  services: (container, services) => {
+    const store = new RetrieverStore(services.get(DatabaseHandle).db);
+    container.bind(Store).toConstantValue(store);
+    const engine = new RetrievalEngine(services.get(PluginRegistry), container);
+    container.bind(Retrievers).toConstantValue(new RetrieverService(store, engine, services.get(Clock)));
+  },
+  setup: ({ services }) => {
+    const store = services.get(Store);
+    const identifiers = services.get(ResourceIdentifiers);
+    identifiers.register('retriever', async ({ organizationId, namespace, identifier }) => {
+      if (!namespace) return undefined;
+      const row = await store.find(organizationId, namespace.id, identifier);
+      return row ? [row.retriever_id, row.retriever_name] : undefined;
+    });
+    identifiers.registerLocator('retriever', async (organizationId, id) => (await store.findById(organizationId, id))?.namespace_id);
+  },
+  handlers: {
+    createRetriever: async ({ body, ctx, services }) => {
+      const row = await services.get(Retrievers).create(callerFrom(ctx), namespaceOf(ctx), body);
+      return { status: 201, body: { retriever: toRetriever(row) } };
+    },
+    listRetrievers: async ({ query, ctx, services }) => {
+      const limit = query.limit ?? 100;
+      const offset = query.offset ?? 0;
+      const tags = query.tags?.split(',').map((t) => t.trim()).filter((t) => t.length > 0);
+      const { rows, total } = await services.get(Store).list({
+        organizationId: callerOf(ctx).organizationId,
+        namespaceId: namespaceOf(ctx).id,
+        ...(query.search ? { search: query.search } : {}),
+        ...(tags && tags.length > 0 ? { tags } : {}),
+        limit,
+        offset,
+      });
+      return { status: 200, body: { results: rows.map(toRetriever), total, limit, offset, has_next: offset + rows.length < total } };
+    },
+    listRetrieverStages: async ({ services }) => {
+      const stages = [...services.get(PluginRegistry).stages.values()].sort((a, b) => a.id.localeCompare(b.id));
+      return {
+        status: 200,
+        body: {
+          total: stages.length,
+          results: stages.map((s) => ({
+            stage_id: s.id,
+            stage_type: s.type,
+            version: s.version,
+            description: s.description,
+            parameters: s.parameters as Record<string, unknown>,
+          })),
+        },
+      };
+    },
+    getRetriever: async ({ params, ctx, services }) => {
+      const row = await services.get(Retrievers).get(callerOf(ctx).organizationId, namespaceOf(ctx), params.retriever_id);
+      return { status: 200, body: { retriever: toRetriever(row) } };
+    },
+    updateRetriever: async ({ params, body, ctx, services }) => {
+      const row = await services.get(Retrievers).update(callerFrom(ctx), namespaceOf(ctx), params.retriever_id, body);
+      return { status: 200, body: { retriever: toRetriever(row) } };
+    },
+    cloneRetriever: async ({ params, body, ctx, services }) => {
+      const row = await services.get(Retrievers).clone(callerFrom(ctx), namespaceOf(ctx), params.retriever_id, body ?? {});
+      return { status: 201, body: { retriever: toRetriever(row) } };
+    },
+    deleteRetriever: async ({ params, ctx, services }) => {
+      const row = await services.get(Retrievers).delete(callerOf(ctx).organizationId, namespaceOf(ctx), params.retriever_id);
+      return { status: 200, body: { retriever_id: row.retriever_id, retriever_name: row.retriever_name, deleted: true } };
+    },
+    executeRetriever: async ({ params, body, ctx, services }) => {
+      const { row, outcome } = await services
+        .get(Retrievers)
+        .execute(callerFrom(ctx), namespaceOf(ctx), params.retriever_id, body?.inputs ?? {}, body?.pagination, ctx.log);
+      ctx.credits += outcome.budget.credits_used;
+      return { status: 200, body: toResult(outcome, row) };
+    },
+    executeAdHocRetriever: async ({ body, ctx, services }) => {
+      const outcome = await services.get(Retrievers).executeAdHoc(callerFrom(ctx), namespaceOf(ctx), body, ctx.log);
+      ctx.credits += outcome.budget.credits_used;
+      return { status: 200, body: toResult(outcome, null), headers: { 'X-Execution-Mode': 'anonymous' } };
+    },
+    recordRetrieverInteractions: async ({ params, body, ctx, services }) => {
+      const interactions = 'interactions' in body ? body.interactions : [body];
+      const ids = await services.get(Retrievers).recordInteractions(callerFrom(ctx), namespaceOf(ctx), params.retriever_id, interactions);
+      return { status: 200, body: { recorded: ids.length, interaction_ids: ids } };
+    },
+    listRetrieverExecutions: async ({ params, query, ctx, services }) => {
+      const retriever = await services.get(Retrievers).get(callerOf(ctx).organizationId, namespaceOf(ctx), params.retriever_id);
+      const limit = query.limit ?? 100;
+      const offset = query.offset ?? 0;
+      const { rows, total } = await services.get(Store).listExecutions(retriever.retriever_id, callerOf(ctx).principalId, limit, offset);
+      return { status: 200, body: { results: rows.map(toExecution), total, limit, offset, has_next: offset + rows.length < total } };
+    },
+    getRetrieverExecution: async ({ params, ctx, services }) => {
+      const retriever = await services.get(Retrievers).get(callerOf(ctx).organizationId, namespaceOf(ctx), params.retriever_id);
+      const row = await services.get(Store).findExecution(retriever.retriever_id, params.execution_id, callerOf(ctx).principalId);
+      if (!row) throw new NotFoundError(`Execution '${params.execution_id}' of retriever '${retriever.retriever_name}' not found`, { execution_id: params.execution_id });
+      return { status: 200, body: toExecution(row) };
+    },
+  },
+});

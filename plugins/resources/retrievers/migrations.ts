@@ -1,0 +1,79 @@
+import type { Migration } from '../../../kernel/db/migrations.js';
+
+export const retrieverMigrations: Migration[] = [
+  {
+    name: '0001_retrievers',
+    async up(db) {
+      await db.schema.createTable('retrievers', (t) => {
+        t.text('retriever_id').primary();
+        t.text('organization_id').notNullable();
+        t.text('namespace_id').notNullable();
+        t.text('retriever_name').notNullable();
+        t.text('description');
+        t.jsonb('collection_identifiers').notNullable();
+        t.jsonb('collection_ids').notNullable();
+        t.jsonb('input_schema').notNullable();
+        t.jsonb('stages').notNullable();
+        t.jsonb('budget_limits').notNullable();
+        t.jsonb('feature_dependencies').notNullable();
+        t.jsonb('stage_versions').notNullable();
+        t.jsonb('tags').notNullable();
+        t.jsonb('display_config').notNullable();
+        t.jsonb('cache_config').notNullable();
+        t.jsonb('cache_stage_names').notNullable();
+        t.integer('version').notNullable();
+        t.text('created_by');
+        t.text('updated_by');
+        t.timestamp('created_at', { useTz: true }).notNullable();
+        t.timestamp('updated_at', { useTz: true }).notNullable();
+      });
+      await db.raw('create unique index retrievers_ns_name on retrievers (organization_id, namespace_id, lower(retriever_name))');
+    },
+  },
+  {
+    name: '0002_retriever_executions',
+    async up(db) {
+      await db.schema.createTable('retriever_executions', (t) => {
+        t.text('execution_id').primary();
+        t.text('organization_id').notNullable();
+        t.text('namespace_id').notNullable();
+        t.text('retriever_id').notNullable().references('retrievers.retriever_id').onDelete('CASCADE');
+        t.integer('retriever_version').notNullable();
+        t.text('status').notNullable();
+        t.jsonb('inputs').notNullable();
+        t.jsonb('collection_ids').notNullable();
+        t.jsonb('result_document_ids').notNullable();
+        t.integer('total_results').notNullable();
+        t.jsonb('stage_statistics').notNullable();
+        t.jsonb('budget').notNullable();
+        t.text('error');
+        t.double('duration_ms').notNullable();
+        t.timestamp('started_at', { useTz: true }).notNullable();
+        t.text('created_by');
+        // The principal of the user-scoped key that ran it: such keys see only their own executions.
+        t.text('principal_id');
+        t.index(['retriever_id', 'started_at']);
+      });
+    },
+  },
+  {
+    name: '0003_retriever_interactions',
+    async up(db) {
+      await db.schema.createTable('retriever_interactions', (t) => {
+        t.text('interaction_id').primary();
+        t.text('organization_id').notNullable();
+        t.text('namespace_id').notNullable();
+        t.text('retriever_id').notNullable().references('retrievers.retriever_id').onDelete('CASCADE');
+        t.text('execution_id');
+        t.text('document_id').notNullable();
+        t.jsonb('interaction_types').notNullable();
+        t.integer('position');
+        t.jsonb('query_snapshot');
+        t.text('session_id');
+        t.text('created_by');
+        t.timestamp('created_at', { useTz: true }).notNullable();
+        t.index(['retriever_id', 'created_at']);
+      });
+    },
+  },
+];

@@ -1,0 +1,263 @@
+/**
+ * Retriever rules: collections must exist in the namespace and be readable by the key, stages must be
+ * registered with parameters that pass their schemas, names are unique per namespace, `version` starts
+ * at 1 and goes up on every metadata change; the pipeline itself never changes (clone to change it).
+ */
+import type { Logger } from 'pino';
+import type { components } from '../../../generated/openapi.js';
+import type { ResolvedNamespace } from '../../../kernel/auth/namespaces.js';
+import type { Clock } from '../../../kernel/clock.js';
+import { ConflictError, InputError, NotFoundError, RequestValidationError } from '../../../kernel/errors.js';
+import { isUniqueViolation } from '../../../kernel/http/values.js';
+import { newId } from '../../../kernel/ids.js';
+import type { ExecutionCaller, ExecutionOutcome, RetrievalEngine } from '../../../kernel/retrieval/engine.js';
+import { checkInputSchema } from '../../../kernel/retrieval/inputs.js';
+import type { PaginationRequest } from '../../../kernel/retrieval/pagination.js';
+import type { RetrieverRow, RetrieverStore } from './store.js';
+
+type Schemas = components['schemas'];
+export type RetrieverInput = Schemas['RetrieverCreateRequest'];
+
+/** Path words under /v1/retrievers/ that a name would shadow. */
+const RESERVED_NAMES = new Set(['stages', 'execute']);
+
+export interface Caller extends ExecutionCaller {
+  userEmail: string | null;
+}
+
+export class RetrieverService {
+  constructor(
+    private readonly store: RetrieverStore,
+    private readonly engine: RetrievalEngine,
+    private readonly clock: Clock,
+  ) {}
+
+  async get(organizationId: string, namespace: ResolvedNamespace, nameOrId: string): Promise<RetrieverRow> {
+    const row = await this.store.find(organizationId, namespace.id, nameOrId);
+    if (!row) throw new NotFoundError(`Retriever '${nameOrId}' not found in namespace '${namespace.name}'`, { retriever: nameOrId });
+    return row;
+  }
+
+  /** Checks a pipeline as a new retriever (or an ad hoc run) defines it. */
+  async checkPipeline(caller: Caller, namespace: ResolvedNamespace, input: Pick<RetrieverInput, 'collection_identifiers' | 'input_schema' | 'stages'>) {
+    const inputSchema = checkInputSchema(input.input_schema ?? {}, ['body', 'input_schema']);
+    const stageVersions = this.engine.checker.checkDefinition(input.stages, inputSchema, ['body', 'stages']);
+    const collections = await this.engine.collections(caller, namespace, input.collection_identifiers);
+    return { inputSchema, stageVersions, collections, featureDependencies: this.engine.checker.featureDependencies(input.stages) };
+  }
+
+  async create(caller: Caller, namespace: ResolvedNamespace, input: RetrieverInput): Promise<RetrieverRow> {
+    this.checkName(input.retriever_name);
+    const checked = await this.checkPipeline(caller, namespace, input);
+    this.checkCacheStages(input);
+    const now = this.clock.now();
+    const row: RetrieverRow = {
+      retriever_id: newId('ret'),
+      organization_id: caller.organizationId,
+      namespace_id: namespace.id,
+      retriever_name: input.retriever_name,
+      description: input.description ?? null,
+      collection_identifiers: input.collection_identifiers,
+      collection_ids: checked.collections.map((c) => c.collection_id),
+      input_schema: input.input_schema ?? {},
+      stages: input.stages,
+      budget_limits: input.budget_limits ?? {},
+      feature_dependencies: checked.featureDependencies,
+      stage_versions: checked.stageVersions,
+      tags: input.tags ?? [],
+      display_config: input.display_config ?? {},
+      cache_config: input.cache_config ?? {},
+      cache_stage_names: input.cache_stage_names ?? [],
+      version: 1,
+      created_by: caller.userEmail,
+      updated_by: caller.userEmail,
+      created_at: now,
+      updated_at: now,
+    };
+    await this.insert(row, namespace);
+    return row;
+  }
+
+  async update(caller: Caller, namespace: ResolvedNamespace, nameOrId: string, patch: Schemas['RetrieverUpdateRequest']): Promise<RetrieverRow> {
+    const row = await this.get(caller.organizationId, namespace, nameOrId);
+    const changes: Partial<RetrieverRow> = {};
+    if (patch.retriever_name !== undefined) {
+      this.checkName(patch.retriever_name);
+      changes.retriever_name = patch.retriever_name;
+    }
+    if (patch.description !== undefined) changes.description = patch.description;
+    if (patch.tags !== undefined) changes.tags = patch.tags;
+    if (patch.display_config !== undefined) changes.display_config = patch.display_config;
+    if (Object.keys(changes).length === 0) {
+      throw new InputError('Nothing to update: give retriever_name, description, tags or display_config (clone the retriever to change its logic)');
+    }
+    changes.version = row.version + 1;
+    changes.updated_by = caller.userEmail;
+    changes.updated_at = this.clock.now();
+    try {
+      await this.store.update(row.retriever_id, changes);
+    } catch (err) {
+      if (isUniqueViolation(err)) throw this.nameTaken(changes.retriever_name ?? row.retriever_name, namespace);
+      throw err;
+    }
+    return { ...row, ...changes };
+  }
+
+  async clone(caller: Caller, namespace: ResolvedNamespace, nameOrId: string, body: Schemas['RetrieverCloneRequest']): Promise<RetrieverRow> {
+    const source = await this.get(caller.organizationId, namespace, nameOrId);
+    const input: RetrieverInput = {
+      retriever_name: body.retriever_name ?? (await this.copyName(caller.organizationId, namespace, source.retriever_name)),
+      description: body.description !== undefined ? body.description : source.description,
+      collection_identifiers: body.collection_identifiers ?? source.collection_identifiers,
+      input_schema: body.input_schema ?? source.input_schema,
+      stages: body.stages ?? source.stages,
+      budget_limits: body.budget_limits ?? source.budget_limits,
+      tags: source.tags,
+      display_config: source.display_config,
+      cache_config: source.cache_config,
+      // Cached stage names that the new stages no longer have are dropped rather than refused.
+      cache_stage_names: source.cache_stage_names.filter((n) => (body.stages ?? source.stages).some((s) => s.stage_name === n)),
+    };
+    return this.create(caller, namespace, input);
+  }
+
+  async delete(organizationId: string, namespace: ResolvedNamespace, nameOrId: string): Promise<RetrieverRow> {
+    const row = await this.get(organizationId, namespace, nameOrId);
+    await this.store.delete(row.retriever_id);
+    return row;
+  }
+
+  /** Runs a saved retriever and records the execution in its history. */
+  async execute(caller: Caller, namespace: ResolvedNamespace, nameOrId: string, inputs: Record<string, unknown>, pagination: PaginationRequest | undefined, log: Logger) {
+    const row = await this.get(caller.organizationId, namespace, nameOrId);
+    this.checkStageVersions(row);
+    const outcome = await this.engine.execute({
+      caller,
+      namespace,
+      executionId: newId('exec'),
+      collectionIdentifiers: row.collection_ids,
+      inputSchema: row.input_schema as never,
+      stages: row.stages,
+      inputs,
+      budgetLimits: row.budget_limits,
+      ...(pagination ? { pagination } : {}),
+      log,
+    });
+    await this.store.insertExecution({
+      execution_id: outcome.execution_id,
+      organization_id: caller.organizationId,
+      namespace_id: namespace.id,
+      retriever_id: row.retriever_id,
+      retriever_version: row.version,
+      status: outcome.status,
+      inputs: outcome.inputs,
+      collection_ids: outcome.collection_ids,
+      result_document_ids: outcome.result_ids,
+      total_results: outcome.result_ids.length,
+      stage_statistics: outcome.stage_statistics,
+      budget: outcome.budget as Schemas['RetrieverBudgetUse'],
+      error: outcome.error,
+      duration_ms: outcome.duration_ms,
+      started_at: outcome.started_at,
+      created_by: caller.userEmail,
+      principal_id: caller.principalId,
+    });
+    return { row, outcome };
+  }
+
+  /** Runs a pipeline that is not saved: nothing is written. */
+  async executeAdHoc(caller: Caller, namespace: ResolvedNamespace, body: Schemas['AdHocRetrieverExecuteRequest'], log: Logger): Promise<ExecutionOutcome> {
+    const checked = await this.checkPipeline(caller, namespace, body);
+    return this.engine.execute({
+      caller,
+      namespace,
+      executionId: newId('exec'),
+      collectionIdentifiers: checked.collections.map((c) => c.collection_id),
+      inputSchema: checked.inputSchema,
+      stages: body.stages,
+      inputs: body.inputs,
+      budgetLimits: body.budget_limits ?? {},
+      ...(body.pagination ? { pagination: body.pagination } : {}),
+      log,
+    });
+  }
+
+  /** A saved pipeline runs only with the stage versions it was built with: a new version never changes it silently. */
+  private checkStageVersions(row: RetrieverRow): void {
+    for (const recorded of row.stage_versions) {
+      const running = this.engine.checker.stageOf(recorded.stage_id);
+      if (!running || running.version !== recorded.version) {
+        throw new ConflictError(
+          `Retriever '${row.retriever_name}' was built with stage ${recorded.stage_id} ${recorded.version}; this deployment runs ` +
+            `${running ? `version ${running.version}` : 'no such stage'}. Clone the retriever to rebuild it with the running stages.`,
+          { stage_name: recorded.stage_name, stage_id: recorded.stage_id, recorded_version: recorded.version, running_version: running?.version ?? null },
+        );
+      }
+    }
+  }
+
+  /**
+   * Records interactions on a retriever's results. Lower-case kinds are stored as their upper-case types; an
+   * `execution_id` must be an execution of this retriever (ad hoc executions keep none).
+   */
+  async recordInteractions(caller: Caller, namespace: ResolvedNamespace, nameOrId: string, interactions: ReadonlyArray<Schemas['RetrieverInteraction']>): Promise<string[]> {
+    const row = await this.get(caller.organizationId, namespace, nameOrId);
+    for (const executionId of new Set(interactions.flatMap((i) => (i.execution_id ? [i.execution_id] : [])))) {
+      if (!(await this.store.findExecution(row.retriever_id, executionId, caller.principalId))) {
+        throw new NotFoundError(`Execution '${executionId}' of retriever '${row.retriever_name}' not found`, { execution_id: executionId });
+      }
+    }
+    const now = this.clock.now();
+    const rows = interactions.map((i) => ({
+      interaction_id: newId('int'),
+      organization_id: caller.organizationId,
+      namespace_id: namespace.id,
+      retriever_id: row.retriever_id,
+      execution_id: i.execution_id ?? null,
+      document_id: i.document_id,
+      interaction_types: [...new Set(i.interaction_type.map((t) => t.toUpperCase()))],
+      position: i.position ?? null,
+      query_snapshot: i.query_snapshot ?? null,
+      session_id: i.session_id ?? null,
+      created_by: caller.userEmail,
+      created_at: now,
+    }));
+    await this.store.insertInteractions(rows);
+    return rows.map((r) => r.interaction_id);
+  }
+
+  private checkName(name: string): void {
+    if (RESERVED_NAMES.has(name.toLowerCase())) {
+      throw new RequestValidationError([{ loc: ['body', 'retriever_name'], msg: `'${name}' is reserved (it is a path under /v1/retrievers/)`, type: 'reserved_name' }]);
+    }
+  }
+
+  private checkCacheStages(input: RetrieverInput): void {
+    const names = new Set(input.stages.map((s) => s.stage_name));
+    const unknown = (input.cache_stage_names ?? []).findIndex((n) => !names.has(n));
+    if (unknown >= 0) {
+      throw new RequestValidationError([{ loc: ['body', 'cache_stage_names', unknown], msg: `no stage is named '${input.cache_stage_names![unknown]}'`, type: 'unknown_stage_name' }]);
+    }
+  }
+
+  private async insert(row: RetrieverRow, namespace: ResolvedNamespace): Promise<void> {
+    try {
+      await this.store.insert(row);
+    } catch (err) {
+      if (isUniqueViolation(err)) throw this.nameTaken(row.retriever_name, namespace);
+      throw err;
+    }
+  }
+
+  private nameTaken(name: string, namespace: ResolvedNamespace): ConflictError {
+    return new ConflictError(`A retriever named '${name}' already exists in namespace '${namespace.name}'`, { retriever_name: name });
+  }
+
+  private async copyName(organizationId: string, namespace: ResolvedNamespace, name: string): Promise<string> {
+    for (let n = 1; n <= 100; n++) {
+      const candidate = `${name.slice(0, 90)}-copy${n === 1 ? '' : `-${n}`}`;
+      if (!(await this.store.find(organizationId, namespace.id, candidate))) return candidate;
+    }
+    throw new ConflictError(`Too many copies of '${name}': give the clone a retriever_name`);
+  }
+}

@@ -1,0 +1,253 @@
+/**
+ * feature_search: vector search over the features the retriever's collections index. Each search names a
+ * feature by URI (`tessera://text_extractor@1.0/text_embedding`, as the extractor catalogue lists it) and a
+ * query: `text` (embedded by the feature's own model in the inference workers), `vector`, or `document`
+ * (the stored vector of a document the caller can read: "more like this"). Results of one search across
+ * collections are merged by score (same model, comparable scores); several searches are fused with
+ * `rrf | dbsf | weighted | max`. `pre_filters` run inside the index scan where the index holds the
+ * field (lineage columns and fields); filters on metadata or timestamps are applied to the hydrated
+ * documents. With no searches it is a pure filter.
+ *
+ * The caller's principal: the index payload carries the owner but not the grants, so hits are hydrated
+ * through the document source with the principal filter in SQL, and the search is widened until `top_k`
+ * visible documents are found (or the index has no more): another principal's documents never come back.
+ */
+import { NotFoundError, InputError } from '../../../kernel/errors.js';
+import { matchesFilter, parseFilter, type FilterNode, type Group, type ParsedFilter } from '../../../kernel/filters/filter.js';
+import type { InferenceClient } from '../../../kernel/inference/client.js';
+import { defineStage, type StageContext, type StageDocument } from '../../../kernel/plugins.js';
+import { filterView, type DocumentSource as DocumentSourceShape, type RetrievalFeature } from '../../../kernel/retrieval/documents.js';
+import { filterDefs, filterRef } from '../../../kernel/retrieval/schemas.js';
+import { DocumentSource, Inference, VectorIndex, resolve } from '../../../kernel/tokens.js';
+import type { VectorHit } from '../../../kernel/vectors/vector-index.js';
+import { fuse, type Fusion, type RankedList } from './fusion.js';
+
+export interface SearchQuery {
+  text?: string;
+  vector?: number[];
+  document?: string;
+}
+
+export interface Search {
+  feature_uri: string;
+  query: SearchQuery;
+  top_k?: number;
+  min_score?: number;
+  weight?: number;
+}
+
+export interface FeatureSearchParameters {
+  searches?: Search[];
+  fusion?: Fusion;
+  rrf_k?: number;
+  final_top_k?: number;
+  pre_filters?: Record<string, unknown>;
+}
+
+const MAX_FETCH = 10_000;
+/** Payload paths the vector index holds (processing writes them): filters on these run inside the scan. */
+const INDEXED_COLUMNS = new Set(['document_id', 'collection_id', 'root_object_id', 'source_document_id', 'processing_tier', 'owner_principal']);
+
+/** The filter with its fields as index payload paths, or undefined when a field is not in the payload. */
+function toIndexFilter(filter: ParsedFilter): ParsedFilter | undefined {
+  let pushable = true;
+  const mapNode = (n: FilterNode): FilterNode => {
+    if (n.kind === 'group') return mapGroup(n);
+    const [root, ...rest] = n.field.split('.');
+    if (INDEXED_COLUMNS.has(n.field)) return n;
+    if (root === 'fields' && rest.length > 0) return n;
+    if (root === 'metadata' || root === 'created_at' || root === 'updated_at' || root === 'source_collection_id' || root === 'namespace_id') {
+      pushable = false;
+      return n;
+    }
+    return { ...n, field: `fields.${n.field}` };
+  };
+  const mapGroup = (g: Group): Group => ({ kind: 'group', and: g.and.map(mapNode), or: g.or.map(mapNode), not: g.not.map(mapNode) });
+  const root = mapGroup(filter.root);
+  return pushable ? { root, caseSensitive: filter.caseSensitive } : undefined;
+}
+
+function andFilters(a: ParsedFilter | undefined, b: ParsedFilter | undefined): ParsedFilter | undefined {
+  if (!a) return b;
+  if (!b) return a;
+  return { root: { kind: 'group', and: [a.root, b.root], or: [], not: [] }, caseSensitive: a.caseSensitive && b.caseSensitive };
+}
+
+function restrictTo(ids: readonly string[]): ParsedFilter {
+  return { root: { kind: 'group', and: [{ kind: 'condition', field: 'document_id', operator: 'in', value: [...ids] }], or: [], not: [] }, caseSensitive: true };
+}
+
+class Searcher {
+  private readonly documents: DocumentSourceShape;
+  private readonly embedded = new Map<string, number[]>();
+
+  constructor(private readonly ctx: StageContext) {
+    this.documents = resolve(ctx.container, DocumentSource);
+  }
+
+  private inference(): InferenceClient {
+    return resolve(this.ctx.container, Inference);
+  }
+
+  /** The query's vector for one feature (text is embedded once per model). */
+  async vectorFor(search: Search, feature: RetrievalFeature, index: number): Promise<number[] | undefined> {
+    const q = search.query;
+    if (q.vector) {
+      if (q.vector.length !== feature.dims) {
+        throw new InputError(`searches[${index}]: the vector has ${q.vector.length} dimensions, feature '${search.feature_uri}' has ${feature.dims}`);
+      }
+      return q.vector;
+    }
+    if (q.text !== undefined) {
+      if (feature.task !== null && feature.task !== 'embed_text') {
+        throw new InputError(`searches[${index}]: feature '${search.feature_uri}' is computed by '${feature.model}' (${feature.task}), which does not embed text`);
+      }
+      const cached = this.embedded.get(feature.model);
+      if (cached) return cached;
+      this.ctx.budget.inferenceCalls += 1;
+      const [vector] = await this.inference().embedText(feature.model, [q.text]);
+      if (!vector) throw new InputError(`model '${feature.model}' returned no vector`);
+      this.embedded.set(feature.model, vector);
+      return vector;
+    }
+    // `document`: its stored vector in this feature's index (when it is in this collection).
+    const [record] = await resolve(this.ctx.container, VectorIndex).get(feature.index, [q.document!]).catch((err: unknown) => {
+      if (err instanceof NotFoundError) return [];
+      throw err;
+    });
+    return record ? Array.from(record.vector) : undefined;
+  }
+
+  /** Top hits of one feature index, visible to the caller and passing the filters, best first. */
+  async searchIndex(feature: RetrievalFeature, vector: number[], topK: number, minScore: number | undefined, indexFilter: ParsedFilter | undefined, afterFilter: ParsedFilter | undefined) {
+    const vectors = resolve(this.ctx.container, VectorIndex);
+    let fetch = topK;
+    for (;;) {
+      let hits: VectorHit[];
+      try {
+        hits = await vectors.search(feature.index, { vector, limit: fetch, ...(indexFilter ? { filter: indexFilter } : {}) });
+      } catch (err) {
+        // A collection without documents yet has no index: nothing to find there.
+        if (err instanceof NotFoundError) return [];
+        throw err;
+      }
+      const scored = minScore === undefined ? hits : hits.filter((h) => h.score >= minScore);
+      const docs = await this.documents.getByIds(this.ctx.organizationId, [feature.collection_id], scored.map((h) => h.id), this.ctx.principalId);
+      const byId = new Map(docs.map((d) => [d.document_id, d]));
+      const kept = scored
+        .filter((h) => byId.has(h.id) && (!afterFilter || matchesFilter(afterFilter, filterView(byId.get(h.id)!))))
+        .map((h) => ({ id: h.id, score: h.score, doc: byId.get(h.id)! }));
+      const exhausted = hits.length < fetch || scored.length < hits.length || fetch >= MAX_FETCH;
+      if (kept.length >= topK || exhausted) return kept.slice(0, topK);
+      fetch = Math.min(MAX_FETCH, fetch * 4);
+    }
+  }
+}
+
+export default defineStage<FeatureSearchParameters>({
+  id: 'feature_search',
+  version: '1.0',
+  type: 'filter',
+  description:
+    'Vector search over the collections\' features: each search has a feature_uri and a query (text, vector, or a document id), ' +
+    'top_k, min_score and weight; several searches are fused (rrf, dbsf, weighted, max) into final_top_k documents. ' +
+    'pre_filters (the attribute filter language) restrict the search. Without searches it only filters.',
+  parameters: {
+    type: 'object',
+    additionalProperties: false,
+    $defs: filterDefs,
+    properties: {
+      searches: {
+        type: 'array',
+        maxItems: 16,
+        items: {
+          type: 'object',
+          required: ['feature_uri', 'query'],
+          additionalProperties: false,
+          properties: {
+            feature_uri: { type: 'string', pattern: '^[a-z][a-z0-9+.-]*://[^@/\\s]+@[^/\\s]+/.+$', maxLength: 300 },
+            query: {
+              type: 'object',
+              minProperties: 1,
+              maxProperties: 1,
+              additionalProperties: false,
+              properties: {
+                text: { type: 'string', minLength: 1, maxLength: 10_000 },
+                vector: { type: 'array', minItems: 1, maxItems: 16_000, items: { type: 'number' } },
+                document: { type: 'string', minLength: 1, maxLength: 100 },
+              },
+            },
+            top_k: { type: 'integer', minimum: 1, maximum: 1000, default: 10 },
+            min_score: { type: 'number' },
+            weight: { type: 'number', minimum: 0, default: 1 },
+          },
+        },
+      },
+      fusion: { enum: ['rrf', 'dbsf', 'weighted', 'max'], default: 'rrf' },
+      rrf_k: { type: 'integer', minimum: 1, maximum: 10_000, default: 60 },
+      final_top_k: { type: 'integer', minimum: 1, maximum: 10_000 },
+      pre_filters: filterRef,
+    },
+  },
+  cost: (params) => params.searches?.length ?? 0,
+  async run(ctx, docs, params) {
+    const documents = resolve(ctx.container, DocumentSource);
+    const filter = params.pre_filters ? parseFilter(params.pre_filters, ['parameters', 'pre_filters']) : undefined;
+    const searches = params.searches ?? [];
+    const collectionIds = ctx.collections.map((c) => c.collection_id);
+    const candidates = ctx.stageIndex === 0 ? undefined : docs;
+
+    if (searches.length === 0) {
+      if (candidates) return filter ? candidates.filter((d) => matchesFilter(filter, filterView(d))) : candidates;
+      // `final_top_k` asks for a cut; without it, more matches than can be returned is an error, never a silent cut.
+      const limit = params.final_top_k ?? MAX_FETCH;
+      const found = await documents.list({ organizationId: ctx.organizationId, collectionIds, principalId: ctx.principalId, ...(filter ? { filter } : {}), limit: params.final_top_k ?? MAX_FETCH + 1 });
+      if (found.length > limit) throw new InputError(`more than ${MAX_FETCH} documents match pre_filters; narrow them or set final_top_k`);
+      return found;
+    }
+    if (candidates && candidates.length === 0) return [];
+
+    const features = await documents.features(ctx.organizationId, collectionIds);
+    const pushed = filter ? toIndexFilter(filter) : undefined;
+    const afterFilter = filter && !pushed ? filter : undefined;
+    // After an earlier stage, only its documents are ranked (in the index when the list is small).
+    const within = candidates && candidates.length <= 1000 ? restrictTo(candidates.map((d) => d.document_id)) : undefined;
+    const candidateIds = candidates ? new Set(candidates.map((d) => d.document_id)) : undefined;
+    const indexFilter = andFilters(pushed, within);
+
+    const searcher = new Searcher(ctx);
+    const hydrated = new Map<string, StageDocument>();
+    const lists: RankedList[] = [];
+    for (const [i, search] of searches.entries()) {
+      const matching = features.filter((f) => f.feature_uri === search.feature_uri);
+      if (matching.length === 0) {
+        const known = [...new Set(features.map((f) => f.feature_uri))].join(', ') || 'none';
+        throw new InputError(`searches[${i}]: no collection of this retriever indexes '${search.feature_uri}' (they index: ${known})`);
+      }
+      if (search.query.document !== undefined) {
+        const [visible] = await documents.getByIds(ctx.organizationId, collectionIds, [search.query.document], ctx.principalId);
+        if (!visible) throw new InputError(`searches[${i}]: document '${search.query.document}' is not in the retriever's collections`);
+      }
+      const topK = search.top_k ?? 10;
+      const merged: Array<{ id: string; score: number; doc: StageDocument }> = [];
+      for (const feature of matching) {
+        const vector = await searcher.vectorFor(search, feature, i);
+        if (!vector) continue;
+        const hits = await searcher.searchIndex(feature, vector, topK, search.min_score, indexFilter, afterFilter);
+        merged.push(...hits.filter((h) => !candidateIds || candidateIds.has(h.id)));
+      }
+      merged.sort((a, b) => b.score - a.score || (a.id < b.id ? -1 : 1));
+      const top = merged.slice(0, topK);
+      for (const h of top) hydrated.set(h.id, h.doc);
+      lists.push({ weight: search.weight ?? 1, hits: top });
+    }
+
+    const finalTopK = params.final_top_k ?? Math.max(...searches.map((s) => s.top_k ?? 10));
+    // One search: its own similarity is the score; several: the fused score.
+    const ranked = lists.length === 1 ? lists[0]!.hits : fuse(lists, params.fusion ?? 'rrf', params.rrf_k ?? 60);
+    return ranked.slice(0, finalTopK).map((h) => {
+      const doc = hydrated.get(h.id)!;
+      return { ...doc, score: h.score };
+    });
+  },
+});
