@@ -161,6 +161,9 @@ describe('a process killed mid-batch', () => {
       const { batchId, objectIds } = await submitBatch(first.url);
       const midway = await waitFor(first.url, batchId, (b) => b.progress.records_done >= 4, 60);
       expect(midway.progress.records_done).toBeLessThan(OBJECTS);
+      // Progress moves when a chunk ends, i.e. just when its slot is between tasks: give the runner half a
+      // record's time (the slow extractor takes 250 ms) to claim the next ones, so the kill lands mid-task.
+      await new Promise((r) => setTimeout(r, 125));
       await kill(first.child);
 
       const second = await startServer(env);
