@@ -8,6 +8,7 @@ import { cursorFields, decodeCursor, encodeCursor } from '../../../kernel/http/c
 import type { ParsedFilter } from '../../../kernel/filters/filter.js';
 import { whereFilter, type FieldResolver } from '../../../kernel/filters/sql.js';
 import { newId } from '../../../kernel/ids.js';
+import { textFieldsOf, type TextIndex } from '../../../kernel/text/index.js';
 
 export interface DocumentRow {
   document_id: string;
@@ -67,7 +68,25 @@ export const resolveDocumentField: FieldResolver = (field) => {
 };
 
 export class DocumentStore {
-  constructor(private readonly db: Knex) {}
+  /** Every write and delete here keeps the text index current, in the same transaction when there is one. */
+  constructor(
+    private readonly db: Knex,
+    private readonly text?: TextIndex,
+  ) {}
+
+  private async indexText(rows: readonly DocumentRow[], db: Knex): Promise<void> {
+    if (!this.text) return;
+    const byCollection = new Map<string, DocumentRow[]>();
+    for (const row of rows) byCollection.set(row.collection_id, [...(byCollection.get(row.collection_id) ?? []), row]);
+    for (const [collectionId, docs] of byCollection) {
+      await this.text.index(collectionId, docs.map((d) => ({ document_id: d.document_id, fields: textFieldsOf(d.fields) })), db);
+    }
+  }
+
+  /** A deleted collection's text index (its documents go with its row). */
+  async forgetCollection(collectionId: string): Promise<void> {
+    await this.text?.dropCollection(collectionId);
+  }
 
   private visible<Q extends Knex.QueryBuilder>(q: Q, principalId: string | null): Q {
     if (principalId) {
@@ -96,6 +115,7 @@ export class DocumentStore {
     )) as { rows: Array<DocumentRow & { inserted: boolean }> };
     const { inserted, ...row } = rows.rows[0]!;
     if (inserted) await db('collections').where({ collection_id: write.collectionId }).increment('document_count', 1);
+    await this.indexText([row], db);
     return row;
   }
 
@@ -148,7 +168,9 @@ export class DocumentStore {
     const added = new Map<string, number>();
     for (const row of rows.rows) if (row.inserted) added.set(row.collection_id, (added.get(row.collection_id) ?? 0) + 1);
     for (const [collectionId, count] of added) await db('collections').where({ collection_id: collectionId }).increment('document_count', count);
-    return rows.rows.map(({ inserted: _inserted, ...row }) => row);
+    const written = rows.rows.map(({ inserted: _inserted, ...row }) => row);
+    await this.indexText(written, db);
+    return written;
   }
 
   /** Documents of one collection by id (processing reads its source records a chunk at a time). */
@@ -177,6 +199,7 @@ export class DocumentStore {
     if (keep.length > 0) q.whereNotIn('source_key', keep);
     const removed = ((await q.delete().returning('document_id')) as Array<{ document_id: string }>).map((r) => r.document_id);
     if (removed.length > 0) await db('collections').where({ collection_id: collectionId }).decrement('document_count', removed.length);
+    await this.text?.remove(collectionId, removed, db);
     return removed;
   }
 
@@ -194,6 +217,7 @@ export class DocumentStore {
       // Counted from RETURNING: PGlite's knex client does not report a row count for DELETE.
       const deleted = (await trx('documents').where({ collection_id: collectionId }).whereIn('document_id', documentIds).delete().returning('document_id')).length;
       if (deleted > 0) await trx('collections').where({ collection_id: collectionId }).decrement('document_count', deleted);
+      await this.text?.remove(collectionId, documentIds, trx);
       return deleted;
     });
   }

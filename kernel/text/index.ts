@@ -1,0 +1,34 @@
+/**
+ * Full-text search: the analyzer, the query language, BM25 and the TextIndex (bound as `TextIndex` in the
+ * container). `bm25Search` is the one call a stage needs to run a BM25 search, alone (`text_search`) or
+ * as one of the searches `feature_search` fuses with vector results.
+ */
+import type { Services } from '../tokens.js';
+import { TextIndex as TextIndexToken } from '../tokens.js';
+import type { TextHit, TextSearchRequest } from './text-index.js';
+
+export { analyzeField, normalize, terms, tokenize, MAX_TERM_LENGTH, MAX_TERMS_PER_FIELD } from './analyzer.js';
+export { DEFAULT_BM25, idf, termScore, type Bm25Parameters } from './bm25.js';
+export { parseQuery, MAX_CLAUSES, MAX_PHRASE_TERMS, MAX_QUERY_CHARS, type Clause, type Occur } from './query.js';
+export { documentFieldResolver, textFieldsOf } from './documents.js';
+export {
+  SqlTextIndex,
+  textIndexMigrations,
+  MAX_PHRASE_CANDIDATES,
+  MAX_PREFIX_EXPANSIONS,
+  MAX_PREFIX_SCAN,
+  MAX_SEARCH_LIMIT,
+  type FieldStatistics,
+  type TextDocument,
+  type TextHit,
+  type TextIndex,
+  type TextSearchRequest,
+} from './text-index.js';
+
+/**
+ * A BM25 search over the given collections, best first: `{document_id, collection_id, score}` with
+ * scores ≥ 0 (not normalized; fuse by rank (rrf) or normalize (dbsf) before mixing with vector scores).
+ */
+export function bm25Search(services: Pick<Services, 'get'>, request: TextSearchRequest): Promise<TextHit[]> {
+  return services.get(TextIndexToken).search(request);
+}
