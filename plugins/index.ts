@@ -20,6 +20,7 @@ import namespaces from './resources/namespaces/index.js';
 import storage from './resources/storage/index.js';
 import usage from './resources/usage/index.js';
 import users from './resources/users/index.js';
+import textSearch from './stages/text_search/index.js';
 
 export default [
   health,
@@ -38,6 +39,7 @@ export default [
   videoExtractor,
   imageExtractor,
   pdfExtractor,
+  textSearch,
   hashedNgramText,
   imageDescriptor,
   logMelAudio,
