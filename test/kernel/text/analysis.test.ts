@@ -1,7 +1,6 @@
 /** The analyzer, the query language and the BM25 formula, without a database. */
 import { describe, expect, it } from 'vitest';
 import { analyzeField, idf, parseQuery, termScore, terms, MAX_CLAUSES, MAX_QUERY_CHARS, MAX_TERM_LENGTH } from '../../../kernel/text/index.js';
-import { prefixUpperBound } from '../../../kernel/text/text-index.js';
 
 describe('analyzer', () => {
   it('lower-cases Unicode text and splits on what is not a letter, mark or digit', () => {
@@ -42,12 +41,6 @@ describe('query language', () => {
     expect(() => parseQuery('a'.repeat(MAX_QUERY_CHARS + 1))).toThrow(/at most 4096 characters/);
     const many = Array.from({ length: 800 }, (_, i) => `w${i}`).join(' ');
     expect(parseQuery(many)).toHaveLength(MAX_CLAUSES);
-  });
-
-  it('computes prefix range ends in code point order', () => {
-    expect(prefixUpperBound('ab')).toBe('ac');
-    expect(prefixUpperBound('a\u{d7ff}')).toBe('a\u{e000}');
-    expect(prefixUpperBound('😀')).toBe('😁');
   });
 });
 
