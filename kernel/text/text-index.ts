@@ -133,7 +133,14 @@ export class SqlTextIndex implements TextIndex {
   /** One catch-up at a time per collection in this process. */
   private readonly catchingUp = new Map<string, Promise<CollectionPostings | undefined>>();
 
-  constructor(private readonly db: Knex) {}
+  private readonly changeLogVersions: number;
+
+  constructor(
+    private readonly db: Knex,
+    options: { changeLogVersions?: number } = {},
+  ) {
+    this.changeLogVersions = options.changeLogVersions ?? CHANGE_LOG_VERSIONS;
+  }
 
   async index(collectionId: string, documents: readonly TextDocument[], db: Knex = this.db): Promise<void> {
     if (documents.length === 0) return;
@@ -340,8 +347,8 @@ export class SqlTextIndex implements TextIndex {
       await trx.raw('insert into text_changes (collection_id, version, document_id) select ?, ?, unnest(?::text[])', [
         collectionId, version, [...documentIds],
       ] as unknown as Knex.RawBinding[]);
-      if (version % CHANGE_LOG_VERSIONS === 0) {
-        const horizon = version - CHANGE_LOG_VERSIONS;
+      if (version % this.changeLogVersions === 0) {
+        const horizon = version - this.changeLogVersions;
         await trx.raw('delete from text_changes where collection_id = ? and version <= ?', [collectionId, horizon]);
         await trx.raw('update text_versions set pruned_below = ? where collection_id = ?', [horizon, collectionId]);
       }

@@ -7,7 +7,7 @@ import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseFilter } from '../../../kernel/filters/filter.js';
 import { DatabaseHandle, TextIndex } from '../../../kernel/tokens.js';
-import { MAX_PREFIX_EXPANSIONS, type TextIndex as TextIndexShape, type TextSearchRequest } from '../../../kernel/text/index.js';
+import { MAX_PREFIX_EXPANSIONS, SqlTextIndex, type TextIndex as TextIndexShape, type TextSearchRequest } from '../../../kernel/text/index.js';
 import { DocumentStore, type DocumentRow } from '../../../plugins/resources/collections/document-store.js';
 import { startTestKernel, type TestKernel } from '../../support/kernel.js';
 
@@ -214,5 +214,38 @@ describe('bounded hostile queries', () => {
     await expect(search([col], 'common', { limit: 0 })).rejects.toThrow(/limit/);
     expect((await search([col], '"common a1*"')).length).toBe(0);
     expect(await search([], 'common')).toEqual([]);
+  });
+});
+
+describe('several processes', () => {
+  const col = 'col_processes';
+  it("sees another process's writes, deletes and collection drop at its next search", async () => {
+    await createCollection(col);
+    // Two index instances on one database stand for two API processes, each with its own in-process copy.
+    // The other one keeps a short change log (8 versions), so the loop below goes past its horizon.
+    const other = new SqlTextIndex(db, { changeLogVersions: 8 });
+    const a = await write(col, 'a', { text: 'northern lights over the fjord' });
+    expect(ids(await search([col], 'fjord'))).toEqual([a.document_id]);
+    await other.index(col, [{ document_id: 'doc_other_1', fields: { text: 'a fjord in winter' } }]);
+    expect(ids(await search([col], 'fjord')).sort()).toEqual([a.document_id, 'doc_other_1'].sort());
+    await other.index(col, [{ document_id: 'doc_other_1', fields: { text: 'a lake in winter' } }]);
+    expect(ids(await search([col], 'fjord'))).toEqual([a.document_id]);
+    expect(await text.documentFrequency(col, 'text', 'lake')).toBe(1);
+    await other.remove(col, ['doc_other_1']);
+    expect(await search([col], 'lake')).toEqual([]);
+
+    // Past the change log's horizon, a copy reloads instead of catching up, with the same answer.
+    for (let i = 0; i < 40; i++) await other.index(col, [{ document_id: `doc_many_${i % 3}`, fields: { text: `fjord number ${i}` } }]);
+    const pruned = await db('text_versions').where({ collection_id: col }).first();
+    expect(Number(pruned.pruned_below)).toBeGreaterThan(8);
+    expect((await search([col], 'fjord')).length).toBe(4);
+    expect(await text.documentFrequency(col, 'text', 'number')).toBe(3);
+    expect(ids(await search([col], '39'))).toEqual(['doc_many_0']);
+    expect(ids(await search([col], '38'))).toEqual(['doc_many_2']);
+    expect(await search([col], '36')).toEqual([]);
+
+    await other.dropCollection(col);
+    expect(await search([col], 'fjord')).toEqual([]);
+    expect(await text.statistics(col)).toEqual([]);
   });
 });
