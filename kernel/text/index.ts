@@ -3,8 +3,8 @@
  * container). `bm25Search` is the one call a stage needs to run a BM25 search, alone (`text_search`) or
  * as one of the searches `feature_search` fuses with vector results.
  */
-import type { Services } from '../tokens.js';
-import { TextIndex as TextIndexToken } from '../tokens.js';
+import type { Container } from 'inversify';
+import { TextIndex as TextIndexToken, resolve } from '../tokens.js';
 import type { TextHit, TextSearchRequest } from './text-index.js';
 
 export { analyzeField, normalize, terms, tokenize, MAX_TERM_LENGTH, MAX_TERMS_PER_FIELD } from './analyzer.js';
@@ -28,7 +28,10 @@ export {
 /**
  * A BM25 search over the given collections, best first: `{document_id, collection_id, score}` with
  * scores ≥ 0 (not normalized; fuse by rank (rrf) or normalize (dbsf) before mixing with vector scores).
+ * `ctx` is the StageContext (only its container is used). For a user-scoped key pass
+ * `principalId: ctx.principalId`; `filter` (pre_filters) and `documentIds` narrow it further, all
+ * applied before `limit` is cut.
  */
-export function bm25Search(services: Pick<Services, 'get'>, request: TextSearchRequest): Promise<TextHit[]> {
-  return services.get(TextIndexToken).search(request);
+export function bm25Search(ctx: { container: Container }, request: TextSearchRequest): Promise<TextHit[]> {
+  return resolve(ctx.container, TextIndexToken).search(request);
 }

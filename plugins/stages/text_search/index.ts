@@ -7,8 +7,7 @@
  * Documents come back as `{document_id, collection_id, score}` (the engine hydrates their payload).
  */
 import { defineStage, type StageContext, type StageDocument } from '../../../kernel/plugins.js';
-import { TextIndex, resolve } from '../../../kernel/tokens.js';
-import { DEFAULT_BM25, MAX_QUERY_CHARS } from '../../../kernel/text/index.js';
+import { bm25Search, DEFAULT_BM25, MAX_QUERY_CHARS } from '../../../kernel/text/index.js';
 
 export interface TextSearchParameters {
   query: string;
@@ -67,7 +66,7 @@ export default defineStage<TextSearchParameters>({
   },
   async run(ctx: StageContext, docs: StageDocument[], params: TextSearchParameters): Promise<StageDocument[]> {
     if (params.within_input && docs.length === 0) return [];
-    const hits = await resolve(ctx.container, TextIndex).search({
+    const hits = await bm25Search(ctx, {
       collectionIds: ctx.collections.map((c) => c.collection_id),
       query: params.query,
       ...(params.fields ? { fields: params.fields } : {}),
