@@ -25,6 +25,8 @@ const MAX_INDEXED_CHARS = 1_000_000;
 export function textFieldsOf(fields: Record<string, unknown>): Record<string, string> {
   const text: Record<string, string> = {};
   for (const [name, value] of Object.entries(fields)) {
+    // Control characters in a field name would collide with how postings are loaded (memory.ts).
+    if (/[\u0000-\u001f]/u.test(name)) continue;
     if (typeof value === 'string' && value.trim().length > 0) text[name] = value.length > MAX_INDEXED_CHARS ? value.slice(0, MAX_INDEXED_CHARS) : value;
   }
   return text;

@@ -10,13 +10,41 @@
  * sorted by internal number, which phrase matching uses to look documents up by binary search.
  */
 
+import { analyzeField } from './analyzer.js';
+
+/** One term of one field of a document, with where it occurs (tf = positions.length). */
 export interface PostingRow {
-  document_id: string;
   field: string;
   term: string;
-  tf: number;
-  dl: number;
-  positions: number[] | string;
+  positions: number[];
+}
+
+/** Separators of the compact form (never in terms, document ids or the field names we index). */
+const UNIT = '\u001f';
+const RECORD = '\u001e';
+export const DOCUMENT_ID = '\u001d';
+export const DOCUMENT = '\u001c';
+
+/**
+ * A document's postings as stored (`text_documents.postings`): `field UNIT term UNIT p1,p2,…` records
+ * joined by RECORD. Empty when the document has no text to index.
+ */
+export function encodePostings(fields: Record<string, string>): string {
+  const records: string[] = [];
+  for (const [field, text] of Object.entries(fields)) {
+    // Control characters in a field name would collide with the separators.
+    if (typeof text !== 'string' || /[\u0000-\u001f]/u.test(field)) continue;
+    for (const [term, positions] of analyzeField(text).terms) records.push(`${field}${UNIT}${term}${UNIT}${positions.join(',')}`);
+  }
+  return records.join(RECORD);
+}
+
+export function decodePostings(encoded: string): PostingRow[] {
+  if (!encoded) return [];
+  return encoded.split(RECORD).map((record) => {
+    const [field, term, positions] = record.split(UNIT);
+    return { field: field!, term: term!, positions: positions!.split(',').map(Number) };
+  });
 }
 
 export class TermPostings {
@@ -51,14 +79,23 @@ export class TermPostings {
 
 export class FieldPostings {
   readonly terms = new Map<string, TermPostings>();
-  /** Field length by internal document number. */
-  readonly lengths: number[] = [];
+  /** Field length by internal document number (0 where the document has no such field). */
+  lengths = new Int32Array(1024);
   documentCount = 0;
   totalLength = 0;
   private sorted: string[] | null = null;
 
   get averageLength(): number {
     return this.documentCount > 0 ? this.totalLength / this.documentCount : 0;
+  }
+
+  setLength(doc: number, length: number): void {
+    if (doc >= this.lengths.length) {
+      const grown = new Int32Array(Math.max(doc + 1, this.lengths.length * 2));
+      grown.set(this.lengths);
+      this.lengths = grown;
+    }
+    this.lengths[doc] = length;
   }
 
   list(term: string, create: boolean): TermPostings | undefined {
@@ -88,8 +125,12 @@ interface DocumentEntry {
 export class CollectionPostings {
   readonly fields = new Map<string, FieldPostings>();
   readonly documents: DocumentEntry[] = [];
+  /** 1 for a live internal document number (scoring reads this, not the entries). */
+  alive = new Uint8Array(1024);
   private readonly byId = new Map<string, number>();
   dead = 0;
+  /** Scratch space scoring reuses (scoring runs synchronously, one query at a time per process). */
+  scratch = { scores: new Float64Array(0), masks: new Uint32Array(0), seen: new Uint8Array(0), excluded: new Uint8Array(0) };
 
   constructor(
     readonly collectionId: string,
@@ -102,7 +143,16 @@ export class CollectionPostings {
   }
 
   isAlive(doc: number): boolean {
-    return this.documents[doc]!.alive;
+    return this.alive[doc] === 1;
+  }
+
+  /** Zeroed scratch arrays at least as long as the document numbers (callers re-zero what they touched). */
+  scratchFor(size: number) {
+    if (this.scratch.scores.length < size) {
+      const n = Math.max(size, this.scratch.scores.length * 2, 1024);
+      this.scratch = { scores: new Float64Array(n), masks: new Uint32Array(n), seen: new Uint8Array(n), excluded: new Uint8Array(n) };
+    }
+    return this.scratch;
   }
 
   documentId(doc: number): string {
@@ -121,6 +171,14 @@ export class CollectionPostings {
     const entry: DocumentEntry = { documentId, alive: true, fields: [] };
     this.documents.push(entry);
     this.byId.set(documentId, doc);
+    if (doc >= this.alive.length) {
+      const grown = new Uint8Array(this.alive.length * 2);
+      grown.set(this.alive);
+      this.alive = grown;
+    }
+    this.alive[doc] = 1;
+    const lengths = new Map<string, number>();
+    for (const row of rows) lengths.set(row.field, (lengths.get(row.field) ?? 0) + row.positions.length);
     const byField = new Map<string, { field: FieldPostings; length: number; lists: TermPostings[] }>();
     for (const row of rows) {
       let slot = byField.get(row.field);
@@ -130,16 +188,16 @@ export class CollectionPostings {
           field = new FieldPostings();
           this.fields.set(row.field, field);
         }
-        slot = { field, length: Number(row.dl), lists: [] };
+        slot = { field, length: lengths.get(row.field)!, lists: [] };
         byField.set(row.field, slot);
-        field.lengths[doc] = slot.length;
+        field.setLength(doc, slot.length);
         field.documentCount += 1;
         field.totalLength += slot.length;
       }
       const list = slot.field.list(row.term, true)!;
-      const positions = parsePositions(row.positions);
+      const positions = row.positions;
       list.docs.push(doc);
-      list.tfs.push(Number(row.tf));
+      list.tfs.push(positions.length);
       list.starts.push(list.positions.length);
       for (const p of positions) list.positions.push(p);
       list.df += 1;
@@ -154,6 +212,7 @@ export class CollectionPostings {
     this.byId.delete(documentId);
     const entry = this.documents[doc]!;
     entry.alive = false;
+    this.alive[doc] = 0;
     this.dead += 1;
     for (const { field, length, lists } of entry.fields) {
       field.documentCount -= 1;
@@ -167,9 +226,4 @@ export class CollectionPostings {
   get wasteful(): boolean {
     return this.dead > 10_000 && this.dead > this.byId.size;
   }
-}
-
-export function parsePositions(value: number[] | string): number[] {
-  if (Array.isArray(value)) return value.map(Number);
-  return value.replace(/[{}]/g, '').split(',').filter(Boolean).map(Number);
 }

@@ -2,11 +2,12 @@
  * TextIndex: BM25 full-text search over the text fields of a collection's documents.
  *
  * Where things live:
- * - The database (PGlite or PostgreSQL, the same SQL) is the source of truth: `text_postings` holds
- *   (collection, field, term, document) → term frequency, field length and positions, written in the
- *   document write's transaction; `text_versions` and `text_changes` say which documents each write
- *   touched. Writes of one collection are serialized by a transaction-scoped advisory lock, so
- *   versions commit in order.
+ * - The database (PGlite or PostgreSQL, the same SQL) is the source of truth: `text_documents` holds
+ *   each document's postings (field, term, positions; one row per document, written in the document
+ *   write's transaction); `text_versions` and `text_changes` say which documents each write touched.
+ *   Writes of one collection are serialized by a transaction-scoped advisory lock, so versions commit
+ *   in order. (A row per posting was measured first: 16 times the rows to write, and reading them back
+ *   on PGlite took seconds per 10,000 documents.)
  * - Each process scores from an in-process copy of a collection's postings (memory.ts), loaded on its
  *   first search and brought up to date from the change log before every search: a write committed by
  *   any process is seen by the next search everywhere, and nothing has to be rebuilt at start. Scoring
@@ -25,11 +26,10 @@ import { InputError } from '../errors.js';
 import type { Migration } from '../db/migrations.js';
 import type { ParsedFilter } from '../filters/filter.js';
 import { filterToSql, type FieldResolver } from '../filters/sql.js';
-import { analyzeField } from './analyzer.js';
 import { DEFAULT_BM25, idf, lengthConstants, termScore, type Bm25Parameters } from './bm25.js';
 import { parseQuery, type Clause } from './query.js';
 import { documentFieldResolver } from './documents.js';
-import { CollectionPostings, type FieldPostings, type PostingRow } from './memory.js';
+import { CollectionPostings, decodePostings, encodePostings, DOCUMENT, DOCUMENT_ID, type FieldPostings } from './memory.js';
 
 /** Terms one prefix expands to at most in a field (the most frequent ones). */
 export const MAX_PREFIX_EXPANSIONS = 64;
@@ -97,15 +97,12 @@ export const textIndexMigrations: Migration[] = [
   {
     name: '0004_text_index',
     async up(db) {
-      await db.raw(`create table text_postings (
+      // One row per document: its postings in the compact form of memory.ts (field, term, positions).
+      await db.raw(`create table text_documents (
         collection_id text not null,
-        field text not null,
-        term text collate "C" not null,
         document_id text not null,
-        tf integer not null,
-        dl integer not null,
-        positions integer[] not null,
-        primary key (collection_id, document_id, field, term))`);
+        postings text not null,
+        primary key (collection_id, document_id))`);
       await db.raw(`create table text_versions (
         collection_id text primary key,
         version bigint not null,
@@ -119,10 +116,24 @@ export const textIndexMigrations: Migration[] = [
   },
 ];
 
-interface Candidate {
-  copy: CollectionPostings;
-  doc: number;
-  score: number;
+/** Matching documents of every searched collection, as parallel arrays (no object per match). */
+class Candidates {
+  readonly copies: CollectionPostings[] = [];
+  readonly copyOf: number[] = [];
+  readonly docs: number[] = [];
+  readonly scores: number[] = [];
+
+  get length(): number {
+    return this.docs.length;
+  }
+
+  documentId(i: number): string {
+    return this.copies[this.copyOf[i]!]!.documentId(this.docs[i]!);
+  }
+
+  hit(i: number): TextHit {
+    return { document_id: this.documentId(i), collection_id: this.copies[this.copyOf[i]!]!.collectionId, score: this.scores[i]! };
+  }
 }
 
 type Parameters = Bm25Parameters & { limit: number; minScore: number | undefined };
@@ -145,35 +156,21 @@ export class SqlTextIndex implements TextIndex {
   async index(collectionId: string, documents: readonly TextDocument[], db: Knex = this.db): Promise<void> {
     if (documents.length === 0) return;
     const unique = [...new Map(documents.map((d) => [d.document_id, d])).values()];
-    const postings = { field: [] as string[], term: [] as string[], doc: [] as string[], tf: [] as number[], dl: [] as number[], positions: [] as string[] };
+    const written = { doc: [] as string[], postings: [] as string[] };
     for (const doc of unique) {
-      for (const [field, text] of Object.entries(doc.fields)) {
-        if (typeof text !== 'string') continue;
-        const analyzed = analyzeField(text);
-        for (const [term, positions] of analyzed.terms) {
-          postings.field.push(field);
-          postings.term.push(term);
-          postings.doc.push(doc.document_id);
-          postings.tf.push(positions.length);
-          postings.dl.push(analyzed.length);
-          postings.positions.push(`{${positions.join(',')}}`);
-        }
+      const encoded = encodePostings(doc.fields);
+      if (encoded) {
+        written.doc.push(doc.document_id);
+        written.postings.push(encoded);
       }
     }
     const ids = unique.map((d) => d.document_id);
     await this.writing(db, collectionId, ids, async (trx) => {
-      await trx.raw('delete from text_postings where collection_id = ? and document_id = any(?::text[])', [collectionId, ids] as unknown as Knex.RawBinding[]);
-      for (let start = 0; start < postings.doc.length; start += 50_000) {
-        const end = start + 50_000;
-        await trx.raw(
-          `insert into text_postings (collection_id, field, term, document_id, tf, dl, positions)
-           select ?, f, t, d, tf, dl, p::integer[] from unnest(?::text[], ?::text[], ?::text[], ?::integer[], ?::integer[], ?::text[]) as u(f, t, d, tf, dl, p)`,
-          [
-            collectionId, postings.field.slice(start, end), postings.term.slice(start, end), postings.doc.slice(start, end),
-            postings.tf.slice(start, end), postings.dl.slice(start, end), postings.positions.slice(start, end),
-          ] as unknown as Knex.RawBinding[],
-        );
-      }
+      await trx.raw('delete from text_documents where collection_id = ? and document_id = any(?::text[])', [collectionId, ids] as unknown as Knex.RawBinding[]);
+      if (written.doc.length === 0) return;
+      await trx.raw('insert into text_documents (collection_id, document_id, postings) select ?, d, p from unnest(?::text[], ?::text[]) as u(d, p)', [
+        collectionId, written.doc, written.postings,
+      ] as unknown as Knex.RawBinding[]);
     });
   }
 
@@ -181,14 +178,14 @@ export class SqlTextIndex implements TextIndex {
     if (documentIds.length === 0) return;
     const ids = [...new Set(documentIds)];
     await this.writing(db, collectionId, ids, async (trx) => {
-      await trx.raw('delete from text_postings where collection_id = ? and document_id = any(?::text[])', [collectionId, ids] as unknown as Knex.RawBinding[]);
+      await trx.raw('delete from text_documents where collection_id = ? and document_id = any(?::text[])', [collectionId, ids] as unknown as Knex.RawBinding[]);
     });
   }
 
   async dropCollection(collectionId: string, db: Knex = this.db): Promise<void> {
     await db.transaction(async (trx) => {
       await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`tessera.text:${collectionId}`]);
-      for (const table of ['text_postings', 'text_changes', 'text_versions']) await trx(table).where({ collection_id: collectionId }).delete();
+      for (const table of ['text_documents', 'text_changes', 'text_versions']) await trx(table).where({ collection_id: collectionId }).delete();
     });
     this.copies.delete(collectionId);
   }
@@ -212,18 +209,18 @@ export class SqlTextIndex implements TextIndex {
     const clauses = parseQuery(request.query);
     if (request.collectionIds.length === 0 || !clauses.some((c) => c.occur !== 'must_not')) return [];
     const copies = await this.current([...new Set(request.collectionIds)]);
-    const candidates: Candidate[] = [];
+    const candidates = new Candidates();
     for (const copy of copies) scoreCollection(copy, clauses, params, request, candidates);
     if (candidates.length === 0) return [];
     const chosen = request.principalId || request.filter ? await this.visibleBest(candidates, params.limit, request) : best(candidates, params.limit);
-    return chosen.map((c) => ({ document_id: c.copy.documentId(c.doc), collection_id: c.copy.collectionId, score: c.score }));
+    return chosen.map((i) => candidates.hit(i));
   }
 
   /**
    * The best `limit` candidates the caller may see, checked against the documents table in score order:
    * a few more than needed first, then widening rounds until enough are found or none are left.
    */
-  private async visibleBest(candidates: Candidate[], limit: number, request: TextSearchRequest): Promise<Candidate[]> {
+  private async visibleBest(candidates: Candidates, limit: number, request: TextSearchRequest): Promise<number[]> {
     const access: string[] = [];
     const bindings: unknown[] = [];
     if (request.principalId) {
@@ -237,21 +234,21 @@ export class SqlTextIndex implements TextIndex {
         bindings.push(...sql.bindings);
       }
     }
-    const visible: Candidate[] = [];
+    const visible: number[] = [];
     let checked = 0;
-    let round = Math.max(limit * 4, 256);
+    let round = Math.max(limit * 4, 64);
     while (visible.length < limit && checked < candidates.length) {
       const ranked = best(candidates, Math.min(candidates.length, checked + round));
       const batch = ranked.slice(checked);
       checked = ranked.length;
       round *= 8;
-      const ids = batch.map((c) => c.copy.documentId(c.doc));
+      const ids = batch.map((i) => candidates.documentId(i));
       const rows = (await this.db.raw(
         `select doc.document_id from documents doc where doc.document_id = any(?::text[])${access.length > 0 ? ` and ${access.join(' and ')}` : ''}`,
         [ids, ...bindings] as unknown as Knex.RawBinding[],
       )) as { rows: Array<{ document_id: string }> };
       const allowed = new Set(rows.rows.map((r) => r.document_id));
-      for (const c of batch) if (allowed.has(c.copy.documentId(c.doc)) && visible.length < limit) visible.push(c);
+      for (const i of batch) if (allowed.has(candidates.documentId(i)) && visible.length < limit) visible.push(i);
     }
     return visible;
   }
@@ -302,33 +299,38 @@ export class SqlTextIndex implements TextIndex {
     )) as { rows: Array<{ document_id: string; version: string | number }> };
     if (changes.rows.length > Math.max(5_000, copy.size / 4)) return false;
     const ids = changes.rows.map((r) => r.document_id);
-    const rows = (await this.db.raw(
-      'select document_id, field, term, tf, dl, positions from text_postings where collection_id = ? and document_id = any(?::text[])',
-      [copy.collectionId, ids] as unknown as Knex.RawBinding[],
-    )) as { rows: PostingRow[] };
-    const byDocument = groupByDocument(rows.rows);
-    for (const id of ids) copy.put(id, byDocument.get(id) ?? []);
+    const rows = (await this.db.raw('select document_id, postings from text_documents where collection_id = ? and document_id = any(?::text[])', [
+      copy.collectionId,
+      ids,
+    ] as unknown as Knex.RawBinding[])) as { rows: Array<{ document_id: string; postings: string }> };
+    const byDocument = new Map(rows.rows.map((r) => [r.document_id, r.postings]));
+    for (const id of ids) {
+      const postings = byDocument.get(id);
+      copy.put(id, postings ? decodePostings(postings) : []);
+    }
     copy.version = Math.max(version, ...changes.rows.map((r) => Number(r.version)));
     return true;
   }
 
-  /** A fresh copy, read a few thousand documents at a time (a document's rows never split across pages). */
+  /** A fresh copy, read 20,000 documents at a time, each page as one string (a row object per document costs more on PGlite). */
   private async load(collectionId: string, version: number): Promise<CollectionPostings> {
     const copy = new CollectionPostings(collectionId, version);
     let after = '';
     for (;;) {
-      const rows = (await this.db.raw(
+      const page = (await this.db.raw(
         `with page as (
-           select distinct document_id from text_postings where collection_id = ? and document_id > ? order by document_id limit 5000
+           select document_id, postings from text_documents where collection_id = ? and document_id > ? order by document_id limit 20000
          )
-         select p.document_id, p.field, p.term, p.tf, p.dl, p.positions from page
-         join text_postings p on p.collection_id = ? and p.document_id = page.document_id
-         order by p.document_id`,
-        [collectionId, after, collectionId],
-      )) as { rows: PostingRow[] };
-      if (rows.rows.length === 0) break;
-      for (const [id, docRows] of groupByDocument(rows.rows)) copy.put(id, docRows);
-      after = rows.rows.at(-1)!.document_id;
+         select max(document_id) as last, string_agg(document_id || chr(29) || postings, chr(28)) as documents from page`,
+        [collectionId, after],
+      )) as { rows: Array<{ last: string | null; documents: string | null }> };
+      const { last, documents } = page.rows[0] ?? { last: null, documents: null };
+      if (!last || !documents) break;
+      for (const entry of documents.split(DOCUMENT)) {
+        const cut = entry.indexOf(DOCUMENT_ID);
+        copy.put(entry.slice(0, cut), decodePostings(entry.slice(cut + 1)));
+      }
+      after = last;
     }
     return copy;
   }
@@ -357,23 +359,13 @@ export class SqlTextIndex implements TextIndex {
 }
 
 /** Scores one collection's documents for the query's clauses; adds the matching ones to `out`. */
-function scoreCollection(copy: CollectionPostings, clauses: Clause[], params: Parameters, request: TextSearchRequest, out: Candidate[]): void {
-  const size = copy.documents.length;
-  const scores = new Float64Array(size);
-  const masks = new Uint32Array(size);
-  const seen = new Uint8Array(size);
-  const excluded = new Uint8Array(size);
+function scoreCollection(copy: CollectionPostings, clauses: Clause[], params: Parameters, request: TextSearchRequest, out: Candidates): void {
+  const { scores, masks, seen, excluded } = copy.scratchFor(copy.documents.length);
+  const alive = copy.alive;
   const touched: number[] = [];
+  const excludedDocs: number[] = [];
   const fields = request.fields ? request.fields.filter((f) => copy.fields.has(f)) : [...copy.fields.keys()];
   let required = 0;
-  const add = (doc: number, bit: number, score: number) => {
-    if (!seen[doc]) {
-      seen[doc] = 1;
-      touched.push(doc);
-    }
-    scores[doc] = scores[doc]! + score;
-    masks[doc]! |= bit;
-  };
   for (const [index, clause] of clauses.entries()) {
     const bit = 2 ** index;
     if (clause.occur === 'must') required |= bit;
@@ -382,12 +374,22 @@ function scoreCollection(copy: CollectionPostings, clauses: Clause[], params: Pa
       if (field.documentCount === 0) continue;
       const weight = request.fieldWeights?.[name] ?? 1;
       const averageLength = field.averageLength;
+      const lengths = field.lengths;
       if (clause.kind === 'phrase') {
         // A phrase weighs as much as its words together (Lucene's choice): the sum of their idfs.
         const phraseIdf = clause.terms.reduce((sum, t) => sum + idf(field.documentCount, field.terms.get(t)?.df ?? 0), 0);
         for (const { doc, frequency } of phraseMatches(copy, field, clause.terms)) {
-          if (clause.occur === 'must_not') excluded[doc] = 1;
-          else add(doc, bit, weight * termScore(params, phraseIdf, frequency, field.lengths[doc]!, averageLength));
+          if (clause.occur === 'must_not') {
+            if (!excluded[doc]) excludedDocs.push(doc);
+            excluded[doc] = 1;
+            continue;
+          }
+          if (!seen[doc]) {
+            seen[doc] = 1;
+            touched.push(doc);
+          }
+          scores[doc] = scores[doc]! + weight * termScore(params, phraseIdf, frequency, lengths[doc]!, averageLength);
+          masks[doc] = masks[doc]! | bit;
         }
         continue;
       }
@@ -398,26 +400,49 @@ function scoreCollection(copy: CollectionPostings, clauses: Clause[], params: Pa
         if (!list || list.df <= 0) continue;
         const w = idf(field.documentCount, list.df) * (params.k1 + 1) * weight;
         const { docs, tfs } = list;
-        for (let i = 0; i < docs.length; i++) {
-          const doc = docs[i]!;
-          if (!copy.isAlive(doc)) continue;
-          if (clause.occur === 'must_not') {
-            excluded[doc] = 1;
-            continue;
+        const n = docs.length;
+        if (clause.occur === 'must_not') {
+          for (let i = 0; i < n; i++) {
+            const doc = docs[i]!;
+            if (alive[doc] && !excluded[doc]) {
+              excluded[doc] = 1;
+              excludedDocs.push(doc);
+            }
           }
+          continue;
+        }
+        for (let i = 0; i < n; i++) {
+          const doc = docs[i]!;
+          if (alive[doc] === 0) continue;
           const tf = tfs[i]!;
-          add(doc, bit, (w * tf) / (tf + c1 + c2 * field.lengths[doc]!));
+          if (seen[doc] === 0) {
+            seen[doc] = 1;
+            touched.push(doc);
+          }
+          scores[doc] = scores[doc]! + (w * tf) / (tf + c1 + c2 * lengths[doc]!);
+          masks[doc] = masks[doc]! | bit;
         }
       }
     }
   }
   const allowed = request.documentIds ? new Set(request.documentIds.map((id) => copy.internalId(id))) : undefined;
+  const copyIndex = out.copies.push(copy) - 1;
+  const minScore = params.minScore;
   for (const doc of touched) {
-    if ((masks[doc]! & required) !== required || excluded[doc]) continue;
-    if (allowed && !allowed.has(doc)) continue;
-    if (params.minScore !== undefined && scores[doc]! < params.minScore) continue;
-    out.push({ copy, doc, score: scores[doc]! });
+    const score = scores[doc]!;
+    const keep =
+      (masks[doc]! & required) === required && !excluded[doc] && (!allowed || allowed.has(doc)) && (minScore === undefined || score >= minScore);
+    if (keep) {
+      out.copyOf.push(copyIndex);
+      out.docs.push(doc);
+      out.scores.push(score);
+    }
+    // Leave the scratch space zeroed for the next query.
+    scores[doc] = 0;
+    masks[doc] = 0;
+    seen[doc] = 0;
   }
+  for (const doc of excludedDocs) excluded[doc] = 0;
 }
 
 /** Documents where the words stand next to each other in order, with how often (from the rarest word's documents). */
@@ -467,12 +492,15 @@ function expandPrefix(field: FieldPostings, prefix: string): string[] {
     .map(([term]) => term);
 }
 
-/** The `n` best candidates, best first (ties by document id): a bounded heap, not a full sort. */
-function best(candidates: Candidate[], n: number): Candidate[] {
-  const better = (a: Candidate, b: Candidate) => a.score > b.score || (a.score === b.score && a.copy.documentId(a.doc) < b.copy.documentId(b.doc));
-  if (n >= candidates.length) return [...candidates].sort((a, b) => (better(a, b) ? -1 : better(b, a) ? 1 : 0));
+/** Indexes of the `n` best candidates, best first (ties by document id): a bounded heap, not a full sort. */
+function best(candidates: Candidates, n: number): number[] {
+  const { scores } = candidates;
+  const better = (a: number, b: number) =>
+    scores[a]! > scores[b]! || (scores[a] === scores[b] && candidates.documentId(a) < candidates.documentId(b));
+  const order = (a: number, b: number) => (better(a, b) ? -1 : better(b, a) ? 1 : 0);
+  if (n >= candidates.length) return Array.from({ length: candidates.length }, (_, i) => i).sort(order);
   // Min-heap of the best n so far: its root is the worst of them.
-  const heap: Candidate[] = [];
+  const heap: number[] = [];
   const up = (i: number) => {
     while (i > 0) {
       const parent = (i - 1) >> 1;
@@ -493,26 +521,16 @@ function best(candidates: Candidate[], n: number): Candidate[] {
       i = worst;
     }
   };
-  for (const c of candidates) {
+  for (let c = 0; c < candidates.length; c++) {
     if (heap.length < n) {
       heap.push(c);
       up(heap.length - 1);
-    } else if (better(c, heap[0]!)) {
+    } else if (scores[c]! >= scores[heap[0]!]! && better(c, heap[0]!)) {
       heap[0] = c;
       down(0);
     }
   }
-  return heap.sort((a, b) => (better(a, b) ? -1 : better(b, a) ? 1 : 0));
-}
-
-function groupByDocument(rows: readonly PostingRow[]): Map<string, PostingRow[]> {
-  const byDocument = new Map<string, PostingRow[]>();
-  for (const row of rows) {
-    const list = byDocument.get(row.document_id);
-    if (list) list.push(row);
-    else byDocument.set(row.document_id, [row]);
-  }
-  return byDocument;
+  return heap.sort(order);
 }
 
 function checkParameters(request: TextSearchRequest): Parameters {

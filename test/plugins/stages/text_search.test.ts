@@ -166,6 +166,6 @@ describe('text_search stage', () => {
     expect(await index.statistics(chunks.collection_id)).toEqual([]);
     expect(await textSearch.run(context(), [], parameters({ query: 'ships' }))).toEqual([]);
     const db = t.kernel.services.get(DatabaseHandle).db;
-    expect(Number(((await db('text_postings').where({ collection_id: chunks.collection_id }).count('* as n').first()) as { n: unknown }).n)).toBe(0);
+    expect(Number(((await db('text_documents').where({ collection_id: chunks.collection_id }).count('* as n').first()) as { n: unknown }).n)).toBe(0);
   });
 });
