@@ -236,12 +236,11 @@ export class SqlTextIndex implements TextIndex {
     }
     const visible: number[] = [];
     let checked = 0;
-    let round = Math.max(limit * 4, 64);
+    let round = Math.max(limit * 2, 32);
     while (visible.length < limit && checked < candidates.length) {
       const ranked = best(candidates, Math.min(candidates.length, checked + round));
       const batch = ranked.slice(checked);
       checked = ranked.length;
-      round *= 8;
       const ids = batch.map((i) => candidates.documentId(i));
       const rows = (await this.db.raw(
         `select doc.document_id from documents doc where doc.document_id = any(?::text[])${access.length > 0 ? ` and ${access.join(' and ')}` : ''}`,
@@ -249,6 +248,9 @@ export class SqlTextIndex implements TextIndex {
       )) as { rows: Array<{ document_id: string }> };
       const allowed = new Set(rows.rows.map((r) => r.document_id));
       for (const i of batch) if (allowed.has(candidates.documentId(i)) && visible.length < limit) visible.push(i);
+      // The next round is sized by the share of visible documents seen so far (at least doubling).
+      const share = Math.max(visible.length, 1) / checked;
+      round = Math.max(round * 2, Math.ceil(((limit - visible.length) / share) * 1.5));
     }
     return visible;
   }
