@@ -295,12 +295,19 @@ export class SqlTextIndex implements TextIndex {
 
   /** Re-reads the documents changed since the copy's version; false when a reload is cheaper. */
   private async replay(copy: CollectionPostings, version: number): Promise<boolean> {
-    const changes = (await this.db.raw(
-      'select document_id, max(version) as version from text_changes where collection_id = ? and version > ? group by document_id',
-      [copy.collectionId, copy.version],
-    )) as { rows: Array<{ document_id: string; version: string | number }> };
-    if (changes.rows.length > Math.max(5_000, copy.size / 4)) return false;
-    const ids = changes.rows.map((r) => r.document_id);
+    // The horizon is read in the same statement (one snapshot): a prune racing this read cannot hide changes.
+    const result = (await this.db.raw(
+      `select v.pruned_below, c.document_id, c.version from text_versions v
+       left join (
+         select document_id, max(version) as version from text_changes where collection_id = ? and version > ? group by document_id
+       ) c on true
+       where v.collection_id = ?`,
+      [copy.collectionId, copy.version, copy.collectionId],
+    )) as { rows: Array<{ pruned_below: string | number; document_id: string | null; version: string | number | null }> };
+    if (result.rows.length === 0 || Number(result.rows[0]!.pruned_below) > copy.version) return false;
+    const changes = result.rows.filter((r): r is typeof r & { document_id: string } => r.document_id !== null);
+    if (changes.length > Math.max(5_000, copy.size / 4)) return false;
+    const ids = changes.map((r) => r.document_id);
     const rows = (await this.db.raw('select document_id, postings from text_documents where collection_id = ? and document_id = any(?::text[])', [
       copy.collectionId,
       ids,
@@ -310,7 +317,7 @@ export class SqlTextIndex implements TextIndex {
       const postings = byDocument.get(id);
       copy.put(id, postings ? decodePostings(postings) : []);
     }
-    copy.version = Math.max(version, ...changes.rows.map((r) => Number(r.version)));
+    copy.version = Math.max(version, ...changes.map((r) => Number(r.version)));
     return true;
   }
 

@@ -248,4 +248,22 @@ describe('several processes', () => {
     expect(await search([col], 'fjord')).toEqual([]);
     expect(await text.statistics(col)).toEqual([]);
   });
+
+  it('keeps statistics exact under concurrent writers of one collection', async () => {
+    const c = 'col_concurrent';
+    await createCollection(c);
+    // On PostgreSQL these run on separate connections at once; the per-collection lock orders them.
+    const writers = Array.from({ length: 8 }, (_, w) =>
+      Promise.all(
+        Array.from({ length: 5 }, (_, i) =>
+          new SqlTextIndex(db).index(c, [{ document_id: `doc_c_${w}_${i}`, fields: { text: `shared words writer${w} item${i}` } }]),
+        ),
+      ),
+    );
+    await Promise.all(writers);
+    expect(await text.statistics(c)).toEqual([{ field: 'text', document_count: 40, average_length: 4 }]);
+    expect(await text.documentFrequency(c, 'text', 'shared')).toBe(40);
+    expect((await search([c], 'shared', { limit: 100 })).length).toBe(40);
+    expect(Number((await db('text_versions').where({ collection_id: c }).first()).version)).toBe(40);
+  });
 });
