@@ -86,7 +86,7 @@ export const BlobSigningSecret = createToken<Buffer>('BlobSigningSecret');
 /** Whether a presigned PUT may still write its key (bound by the plugin that issues upload URLs). */
 export const PresignedPutGate = createToken<PresignedPutGateShape>('PresignedPutGate');
 export const VectorIndex = createToken<VectorIndexShape>('VectorIndex');
-/** BM25 full-text postings and statistics of documents' text fields, in the database. */
+/** BM25 full-text search over documents' text fields (postings in the database, scored in process). */
 export const TextIndex = createToken<TextIndexShape>('TextIndex');
 /** The inference client extractors and stages use (gRPC to spawned or remote workers). */
 export const Inference = createToken<InferenceClientShape>('Inference');

@@ -77,7 +77,11 @@ export class DocumentStore {
   private async indexText(rows: readonly DocumentRow[], db: Knex): Promise<void> {
     if (!this.text) return;
     const byCollection = new Map<string, DocumentRow[]>();
-    for (const row of rows) byCollection.set(row.collection_id, [...(byCollection.get(row.collection_id) ?? []), row]);
+    for (const row of rows) {
+      const docs = byCollection.get(row.collection_id);
+      if (docs) docs.push(row);
+      else byCollection.set(row.collection_id, [row]);
+    }
     for (const [collectionId, docs] of byCollection) {
       await this.text.index(collectionId, docs.map((d) => ({ document_id: d.document_id, fields: textFieldsOf(d.fields) })), db);
     }
