@@ -101,6 +101,8 @@ export class DocumentStore {
 
   /** Inserts, or updates the document the same source already produced; keeps the collection's count. */
   async upsert(write: DocumentWrite, db: Knex = this.db): Promise<DocumentRow> {
+    // The document and its text postings commit together.
+    if (!db.isTransaction) return this.db.transaction((trx) => this.upsert(write, trx));
     const now = new Date();
     const rows = (await db.raw(
       `insert into documents (document_id, organization_id, namespace_id, collection_id, source_key, root_object_id,
@@ -129,6 +131,7 @@ export class DocumentStore {
    */
   async upsertMany(writes: readonly DocumentWrite[], db: Knex = this.db): Promise<DocumentRow[]> {
     if (writes.length === 0) return [];
+    if (!db.isTransaction) return this.db.transaction((trx) => this.upsertMany(writes, trx));
     const now = new Date();
     // One row per source key: a repeated key in one statement would make ON CONFLICT fail.
     const unique = [...new Map(writes.map((w) => [`${w.collectionId}\u0000${w.sourceKey}`, w])).values()];
@@ -199,6 +202,7 @@ export class DocumentStore {
    * `replace`: stale chunks of an edited text disappear). Returns the removed ids (their vectors go too).
    */
   async deleteStale(collectionId: string, sourceKeyPrefix: string, keep: readonly string[], db: Knex = this.db): Promise<string[]> {
+    if (!db.isTransaction) return this.db.transaction((trx) => this.deleteStale(collectionId, sourceKeyPrefix, keep, trx));
     const q = db('documents').where({ collection_id: collectionId }).whereRaw('starts_with(source_key, ?)', [sourceKeyPrefix]);
     if (keep.length > 0) q.whereNotIn('source_key', keep);
     const removed = ((await q.delete().returning('document_id')) as Array<{ document_id: string }>).map((r) => r.document_id);

@@ -267,3 +267,21 @@ describe('several processes', () => {
     expect(Number((await db('text_versions').where({ collection_id: c }).first()).version)).toBe(40);
   });
 });
+
+describe('document writes', () => {
+  it('commit a document and its postings together', async () => {
+    const c = 'col_atomic';
+    await createCollection(c);
+    const failing: TextIndexShape = { ...text, index: async () => Promise.reject(new Error('index unavailable')), remove: text.remove.bind(text) };
+    const store = new DocumentStore(db, failing);
+    const write = {
+      organizationId: ORG, namespaceId: NS, collectionId: c, sourceKey: 'k', rootObjectId: null, sourceCollectionId: null,
+      sourceDocumentId: null, processingTier: 0, fields: { text: 'never half written' },
+    };
+    await expect(store.upsertMany([write])).rejects.toThrow(/index unavailable/);
+    await expect(store.upsert(write)).rejects.toThrow(/index unavailable/);
+    expect(Number(((await db('documents').where({ collection_id: c }).count('* as n').first()) as { n: unknown }).n)).toBe(0);
+    expect(Number((await db('collections').where({ collection_id: c }).first()).document_count)).toBe(0);
+  });
+});
+
