@@ -70,11 +70,6 @@ export class TermPostings {
     }
     return -1;
   }
-
-  positionsAt(entry: number): number[] {
-    const start = this.starts[entry]!;
-    return this.positions.slice(start, start + this.tfs[entry]!);
-  }
 }
 
 export class FieldPostings {

@@ -29,7 +29,7 @@ import { filterToSql, type FieldResolver } from '../filters/sql.js';
 import { DEFAULT_BM25, idf, lengthConstants, termScore, type Bm25Parameters } from './bm25.js';
 import { parseQuery, type Clause } from './query.js';
 import { documentFieldResolver } from './documents.js';
-import { CollectionPostings, decodePostings, encodePostings, DOCUMENT, DOCUMENT_ID, type FieldPostings } from './memory.js';
+import { CollectionPostings, decodePostings, encodePostings, DOCUMENT, DOCUMENT_ID, type FieldPostings, type TermPostings } from './memory.js';
 
 /** Terms one prefix expands to at most in a field (the most frequent ones). */
 export const MAX_PREFIX_EXPANSIONS = 64;
@@ -456,28 +456,43 @@ function scoreCollection(copy: CollectionPostings, clauses: Clause[], params: Pa
 
 /** Documents where the words stand next to each other in order, with how often (from the rarest word's documents). */
 function phraseMatches(copy: CollectionPostings, field: FieldPostings, words: string[]): Array<{ doc: number; frequency: number }> {
-  const distinct = [...new Set(words)];
-  const lists = distinct.map((w) => field.terms.get(w));
+  const lists = words.map((w) => field.terms.get(w));
   if (lists.some((l) => !l || l.df <= 0)) return [];
-  const rarest = lists.reduce((a, b) => (b!.docs.length < a!.docs.length ? b : a))!;
+  const postings = lists as TermPostings[];
+  const rarest = postings.reduce((a, b) => (b.docs.length < a.docs.length ? b : a));
+  const entries = new Array<number>(words.length);
   const matches: Array<{ doc: number; frequency: number }> = [];
   let checked = 0;
   for (let i = 0; i < rarest.docs.length && checked < MAX_PHRASE_CANDIDATES; i++) {
     const doc = rarest.docs[i]!;
     if (!copy.isAlive(doc)) continue;
     checked++;
-    const positions = new Map<string, Set<number>>();
-    for (const [j, list] of lists.entries()) {
-      const entry = list!.find(doc);
-      if (entry < 0) break;
-      positions.set(distinct[j]!, new Set(list!.positionsAt(entry)));
+    let all = true;
+    for (let k = 0; k < postings.length && all; k++) {
+      entries[k] = postings[k]!.find(doc);
+      all = entries[k]! >= 0;
     }
-    if (positions.size < distinct.length) continue;
+    if (!all) continue;
+    // Each start of the first word where word k stands at start + k, for every k.
     let frequency = 0;
-    for (const start of positions.get(words[0]!)!) if (words.every((w, k) => positions.get(w)!.has(start + k))) frequency++;
+    const first = postings[0]!;
+    const firstStart = first.starts[entries[0]!]!;
+    for (let p = firstStart; p < firstStart + first.tfs[entries[0]!]!; p++) {
+      const start = first.positions[p]!;
+      let adjacent = true;
+      for (let k = 1; k < postings.length && adjacent; k++) adjacent = hasPosition(postings[k]!, entries[k]!, start + k);
+      if (adjacent) frequency++;
+    }
     if (frequency > 0) matches.push({ doc, frequency });
   }
   return matches;
+}
+
+function hasPosition(list: TermPostings, entry: number, position: number): boolean {
+  const from = list.starts[entry]!;
+  const to = from + list.tfs[entry]!;
+  for (let p = from; p < to; p++) if (list.positions[p] === position) return true;
+  return false;
 }
 
 /** The field's most frequent terms starting with `prefix`, looking at a bounded number of terms. */

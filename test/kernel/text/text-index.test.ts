@@ -179,6 +179,20 @@ describe('statistics follow writes and deletes', () => {
   });
 });
 
+describe('phrases with a repeated word', () => {
+  it('counts every occurrence', async () => {
+    const c = 'col_repeat';
+    await createCollection(c);
+    const twice = await write(c, 'a', { text: 'go go go stop' });
+    const once = await write(c, 'b', { text: 'go go stop and more words to make it longer' });
+    await write(c, 'c', { text: 'go stop go' });
+    const hits = await search([c], '"go go"');
+    expect(ids(hits)).toEqual([twice.document_id, once.document_id]);
+    expect(ids(await search([c], '"go go go"'))).toEqual([twice.document_id]);
+    expect(ids(await search([c], '"stop go"'))).toHaveLength(1);
+  });
+});
+
 describe('principals', () => {
   const col = 'col_principals';
   it('filters by owner and grants inside the query, before the limit', async () => {
