@@ -125,7 +125,7 @@ export class CollectionPostings {
   private readonly byId = new Map<string, number>();
   dead = 0;
   /** Scratch space scoring reuses (scoring runs synchronously, one query at a time per process). */
-  scratch = { scores: new Float64Array(0), masks: new Uint32Array(0), seen: new Uint8Array(0), excluded: new Uint8Array(0) };
+  scratch = { scores: new Float64Array(0), masks: new Uint32Array(0), seen: new Uint8Array(0), excluded: new Uint8Array(0), touched: new Int32Array(0) };
 
   constructor(
     readonly collectionId: string,
@@ -145,7 +145,13 @@ export class CollectionPostings {
   scratchFor(size: number) {
     if (this.scratch.scores.length < size) {
       const n = Math.max(size, this.scratch.scores.length * 2, 1024);
-      this.scratch = { scores: new Float64Array(n), masks: new Uint32Array(n), seen: new Uint8Array(n), excluded: new Uint8Array(n) };
+      this.scratch = {
+        scores: new Float64Array(n),
+        masks: new Uint32Array(n),
+        seen: new Uint8Array(n),
+        excluded: new Uint8Array(n),
+        touched: new Int32Array(n),
+      };
     }
     return this.scratch;
   }

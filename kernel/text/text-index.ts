@@ -116,15 +116,26 @@ export const textIndexMigrations: Migration[] = [
   },
 ];
 
-/** Matching documents of every searched collection, as parallel arrays (no object per match). */
+/** Matching documents of every searched collection, as parallel typed arrays (no object per match). */
 class Candidates {
   readonly copies: CollectionPostings[] = [];
-  readonly copyOf: number[] = [];
-  readonly docs: number[] = [];
-  readonly scores: number[] = [];
+  copyOf = new Int32Array(0);
+  docs = new Int32Array(0);
+  scores = new Float64Array(0);
+  length = 0;
 
-  get length(): number {
-    return this.docs.length;
+  /** Room for `more` candidates. */
+  reserve(more: number): void {
+    if (this.length + more <= this.docs.length) return;
+    const capacity = Math.max(this.length + more, this.docs.length * 2);
+    const grow = <T extends Int32Array | Float64Array>(old: T, make: (n: number) => T): T => {
+      const next = make(capacity);
+      next.set(old.subarray(0, this.length));
+      return next;
+    };
+    this.copyOf = grow(this.copyOf, (n) => new Int32Array(n));
+    this.docs = grow(this.docs, (n) => new Int32Array(n));
+    this.scores = grow(this.scores, (n) => new Float64Array(n));
   }
 
   documentId(i: number): string {
@@ -369,9 +380,10 @@ export class SqlTextIndex implements TextIndex {
 
 /** Scores one collection's documents for the query's clauses; adds the matching ones to `out`. */
 function scoreCollection(copy: CollectionPostings, clauses: Clause[], params: Parameters, request: TextSearchRequest, out: Candidates): void {
-  const { scores, masks, seen, excluded } = copy.scratchFor(copy.documents.length);
+  const { scores, masks, seen, excluded, touched } = copy.scratchFor(copy.documents.length);
   const alive = copy.alive;
-  const touched: number[] = [];
+  // touched[0 .. touchedCount): the documents scored so far (each once).
+  let touchedCount = 0;
   const excludedDocs: number[] = [];
   const fields = request.fields ? request.fields.filter((f) => copy.fields.has(f)) : [...copy.fields.keys()];
   let required = 0;
@@ -395,7 +407,7 @@ function scoreCollection(copy: CollectionPostings, clauses: Clause[], params: Pa
           }
           if (!seen[doc]) {
             seen[doc] = 1;
-            touched.push(doc);
+            touched[touchedCount++] = doc;
           }
           scores[doc] = scores[doc]! + weight * termScore(params, phraseIdf, frequency, lengths[doc]!, averageLength);
           masks[doc] = masks[doc]! | bit;
@@ -426,7 +438,7 @@ function scoreCollection(copy: CollectionPostings, clauses: Clause[], params: Pa
           const tf = tfs[i]!;
           if (seen[doc] === 0) {
             seen[doc] = 1;
-            touched.push(doc);
+            touched[touchedCount++] = doc;
           }
           scores[doc] = scores[doc]! + (w * tf) / (tf + c1 + c2 * lengths[doc]!);
           masks[doc] = masks[doc]! | bit;
@@ -436,21 +448,25 @@ function scoreCollection(copy: CollectionPostings, clauses: Clause[], params: Pa
   }
   const allowed = request.documentIds ? new Set(request.documentIds.map((id) => copy.internalId(id))) : undefined;
   const copyIndex = out.copies.push(copy) - 1;
-  const minScore = params.minScore;
-  for (const doc of touched) {
+  const minScore = params.minScore ?? -Infinity;
+  out.reserve(touchedCount);
+  const { copyOf, docs: outDocs, scores: outScores } = out;
+  let n = out.length;
+  for (let t = 0; t < touchedCount; t++) {
+    const doc = touched[t]!;
     const score = scores[doc]!;
-    const keep =
-      (masks[doc]! & required) === required && !excluded[doc] && (!allowed || allowed.has(doc)) && (minScore === undefined || score >= minScore);
-    if (keep) {
-      out.copyOf.push(copyIndex);
-      out.docs.push(doc);
-      out.scores.push(score);
+    if ((masks[doc]! & required) === required && excluded[doc] === 0 && score >= minScore && (!allowed || allowed.has(doc))) {
+      copyOf[n] = copyIndex;
+      outDocs[n] = doc;
+      outScores[n] = score;
+      n++;
     }
     // Leave the scratch space zeroed for the next query.
     scores[doc] = 0;
     masks[doc] = 0;
     seen[doc] = 0;
   }
+  out.length = n;
   for (const doc of excludedDocs) excluded[doc] = 0;
 }
 
