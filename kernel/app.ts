@@ -43,6 +43,7 @@ import { TaskBacklog, TaskConsumerPresence, taskConsumerMigrations } from './tas
 import { createBlobStore } from './blobs/index.js';
 import { signingSecret } from './secrets.js';
 import { chooseEngine, createVectorIndex } from './vectors/index.js';
+import { SqlTextIndex, textIndexMigrations } from './text/text-index.js';
 import { InferenceClient, startInferenceWorkers } from './inference/index.js';
 
 export interface KernelOverrides {
@@ -195,6 +196,7 @@ async function assembleCore(
   });
   lifecycle.onShutdown('vector index', () => vectors.close());
   container.bind(T.VectorIndex).toConstantValue(vectors);
+  container.bind(T.TextIndex).toConstantValue(new SqlTextIndex(db));
 
   const health = new HealthRegistryService();
   health.register({ name: 'blob_store', kind: blobs.kind, required: true, probe: () => blobs.ping() });
@@ -260,7 +262,7 @@ async function assembleCore(
   for (const resource of registry.resources) resource.services?.(container, services);
 
   const migrationSets: MigrationSet[] = [
-    { owner: 'kernel', migrations: [...authMigrations, ...requestLogMigrations, ...taskMigrations, ...taskConsumerMigrations] },
+    { owner: 'kernel', migrations: [...authMigrations, ...requestLogMigrations, ...taskMigrations, ...taskConsumerMigrations, ...textIndexMigrations] },
     ...registry.resources.map((r) => ({ owner: r.name, migrations: r.migrations ?? [] })),
   ];
   const applied = await runMigrations(db, migrationSets);

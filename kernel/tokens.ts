@@ -27,6 +27,7 @@ import type { BlobStore as BlobStoreShape } from './blobs/blob-store.js';
 import type { PresignedPutGate as PresignedPutGateShape } from './blobs/put-gate.js';
 import type { VectorIndex as VectorIndexShape } from './vectors/vector-index.js';
 import type { InferenceClient as InferenceClientShape } from './inference/client.js';
+import type { TextIndex as TextIndexShape } from './text/text-index.js';
 
 declare const tokenType: unique symbol;
 export type Token<T> = symbol & { readonly [tokenType]?: T };
@@ -86,6 +87,8 @@ export const BlobSigningSecret = createToken<Buffer>('BlobSigningSecret');
 /** Whether a presigned PUT may still write its key (bound by the plugin that issues upload URLs). */
 export const PresignedPutGate = createToken<PresignedPutGateShape>('PresignedPutGate');
 export const VectorIndex = createToken<VectorIndexShape>('VectorIndex');
+/** BM25 full-text search over documents' text fields (postings in the database, scored in process). */
+export const TextIndex = createToken<TextIndexShape>('TextIndex');
 /** The inference client extractors and stages use (gRPC to spawned or remote workers). */
 export const Inference = createToken<InferenceClientShape>('Inference');
 /** Bucket objects as batch processing reads them (bound by the buckets plugin). */

@@ -25,6 +25,7 @@ import attributeFilter from './stages/attribute_filter/index.js';
 import featureSearch from './stages/feature_search/index.js';
 import limitStage from './stages/limit/index.js';
 import sortAttribute from './stages/sort_attribute/index.js';
+import textSearch from './stages/text_search/index.js';
 
 export default [
   health,
@@ -42,6 +43,7 @@ export default [
   featureSearch,
   sortAttribute,
   limitStage,
+  textSearch,
   passthroughExtractor,
   textExtractor,
   audioExtractor,

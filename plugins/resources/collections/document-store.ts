@@ -8,6 +8,7 @@ import { cursorFields, decodeCursor, encodeCursor } from '../../../kernel/http/c
 import type { ParsedFilter } from '../../../kernel/filters/filter.js';
 import { whereFilter, type FieldResolver } from '../../../kernel/filters/sql.js';
 import { newId } from '../../../kernel/ids.js';
+import { textFieldsOf, type TextIndex } from '../../../kernel/text/index.js';
 
 export interface DocumentRow {
   document_id: string;
@@ -73,7 +74,29 @@ export const resolveDocumentField: FieldResolver = (field) => {
 const KEEP_GRANTS = "(select coalesce(jsonb_agg(distinct e.g), '[]'::jsonb) from jsonb_array_elements(documents.grants || excluded.grants) as e(g))";
 
 export class DocumentStore {
-  constructor(private readonly db: Knex) {}
+  /** Every write and delete here keeps the text index current, in the same transaction when there is one. */
+  constructor(
+    private readonly db: Knex,
+    private readonly text?: TextIndex,
+  ) {}
+
+  private async indexText(rows: readonly DocumentRow[], db: Knex): Promise<void> {
+    if (!this.text) return;
+    const byCollection = new Map<string, DocumentRow[]>();
+    for (const row of rows) {
+      const docs = byCollection.get(row.collection_id);
+      if (docs) docs.push(row);
+      else byCollection.set(row.collection_id, [row]);
+    }
+    for (const [collectionId, docs] of byCollection) {
+      await this.text.index(collectionId, docs.map((d) => ({ document_id: d.document_id, fields: textFieldsOf(d.fields) })), db);
+    }
+  }
+
+  /** A deleted collection's text index (its documents go with its row). */
+  async forgetCollection(collectionId: string): Promise<void> {
+    await this.text?.dropCollection(collectionId);
+  }
 
   private visible<Q extends Knex.QueryBuilder>(q: Q, principalId: string | null): Q {
     if (principalId) {
@@ -84,6 +107,8 @@ export class DocumentStore {
 
   /** Inserts, or updates the document the same source already produced; keeps the collection's count. */
   async upsert(write: DocumentWrite, db: Knex = this.db): Promise<DocumentRow> {
+    // The document and its text postings commit together.
+    if (!db.isTransaction) return this.db.transaction((trx) => this.upsert(write, trx));
     const now = new Date();
     const rows = (await db.raw(
       `insert into documents (document_id, organization_id, namespace_id, collection_id, source_key, root_object_id,
@@ -102,6 +127,7 @@ export class DocumentStore {
     )) as { rows: Array<DocumentRow & { inserted: boolean }> };
     const { inserted, ...row } = rows.rows[0]!;
     if (inserted) await db('collections').where({ collection_id: write.collectionId }).increment('document_count', 1);
+    await this.indexText([row], db);
     return row;
   }
 
@@ -111,6 +137,7 @@ export class DocumentStore {
    */
   async upsertMany(writes: readonly DocumentWrite[], db: Knex = this.db): Promise<DocumentRow[]> {
     if (writes.length === 0) return [];
+    if (!db.isTransaction) return this.db.transaction((trx) => this.upsertMany(writes, trx));
     const now = new Date();
     // One row per source key: a repeated key in one statement would make ON CONFLICT fail.
     const unique = [...new Map(writes.map((w) => [`${w.collectionId}\u0000${w.sourceKey}`, w])).values()];
@@ -154,7 +181,9 @@ export class DocumentStore {
     const added = new Map<string, number>();
     for (const row of rows.rows) if (row.inserted) added.set(row.collection_id, (added.get(row.collection_id) ?? 0) + 1);
     for (const [collectionId, count] of added) await db('collections').where({ collection_id: collectionId }).increment('document_count', count);
-    return rows.rows.map(({ inserted: _inserted, ...row }) => row);
+    const written = rows.rows.map(({ inserted: _inserted, ...row }) => row);
+    await this.indexText(written, db);
+    return written;
   }
 
   /** Documents of one collection by id (processing reads its source records a chunk at a time). */
@@ -179,10 +208,12 @@ export class DocumentStore {
    * `replace`: stale chunks of an edited text disappear). Returns the removed ids (their vectors go too).
    */
   async deleteStale(collectionId: string, sourceKeyPrefix: string, keep: readonly string[], db: Knex = this.db): Promise<string[]> {
+    if (!db.isTransaction) return this.db.transaction((trx) => this.deleteStale(collectionId, sourceKeyPrefix, keep, trx));
     const q = db('documents').where({ collection_id: collectionId }).whereRaw('starts_with(source_key, ?)', [sourceKeyPrefix]);
     if (keep.length > 0) q.whereNotIn('source_key', keep);
     const removed = ((await q.delete().returning('document_id')) as Array<{ document_id: string }>).map((r) => r.document_id);
     if (removed.length > 0) await db('collections').where({ collection_id: collectionId }).decrement('document_count', removed.length);
+    await this.text?.remove(collectionId, removed, db);
     return removed;
   }
 
@@ -200,6 +231,7 @@ export class DocumentStore {
       // Counted from RETURNING: PGlite's knex client does not report a row count for DELETE.
       const deleted = (await trx('documents').where({ collection_id: collectionId }).whereIn('document_id', documentIds).delete().returning('document_id')).length;
       if (deleted > 0) await trx('collections').where({ collection_id: collectionId }).decrement('document_count', deleted);
+      await this.text?.remove(collectionId, documentIds, trx);
       return deleted;
     });
   }

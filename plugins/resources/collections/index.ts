@@ -16,6 +16,7 @@ import {
   ObjectCatalog,
   RootLogger,
   VectorIndex,
+  TextIndex,
   EventBus,
   PluginRegistry,
   ReferenceRegistry,
@@ -119,7 +120,7 @@ export default defineResource({
   services: (container, services) => {
     const store = new CollectionStore(services.get(DatabaseHandle).db);
     container.bind(Store).toConstantValue(store);
-    const documents = new DocumentStore(services.get(DatabaseHandle).db);
+    const documents = new DocumentStore(services.get(DatabaseHandle).db, services.get(TextIndex));
     container.bind(Documents).toConstantValue(documents);
     const processor = new DocumentProcessor({
         db: services.get(DatabaseHandle).db,

@@ -215,6 +215,7 @@ export class DocumentProcessor implements CollectionProcessor {
       this.ensured.delete(name);
     }
     await this.deps.blobs.deletePrefix(artifactPrefix(collection.organization_id, collection.collection_id));
+    await this.deps.documents.forgetCollection(collection.collection_id);
   }
 
   /** The output fields this collection's own extractors write vectors to (after output_mapping). */
