@@ -168,4 +168,21 @@ describe('feature_search end to end', () => {
     expect(run.body.stage_statistics.stages.search).toMatchObject({ input_count: 2, output_count: 2 });
     expect(texts(run.body.documents)).toEqual(['Their lamps turn all night.']);
   });
+  it('text_search ranks chunks by BM25 through a retriever, alone or after a filter, and keeps principals apart', async () => {
+    const bm25 = (query: string) => ({ stage_name: 'words', config: { stage_id: 'text_search', parameters: { query, top_k: 5 } } });
+    const alone = await api('POST', '/v1/retrievers/execute', { collection_identifiers: ['chunks'], input_schema: {}, inputs: {}, stages: [bm25('"rocky coasts" lamps')] });
+    expect(alone.body.status).toBe('completed');
+    // The phrase and "lamps" both match the first chunk; "lamps" alone matches two more.
+    expect(texts(alone.body.documents)[0]).toBe('Lighthouses guide ships along rocky coasts.');
+    expect(texts(alone.body.documents).sort()).toEqual(
+      ['Lighthouse keepers trimmed the lamps every evening.', 'Lighthouses guide ships along rocky coasts.', 'Their lamps turn all night.'].sort(),
+    );
+    const later = await api('POST', '/v1/retrievers/execute', {
+      collection_identifiers: ['chunks'], input_schema: {}, inputs: {},
+      stages: [{ stage_name: 'short', config: { stage_id: 'attribute_filter', parameters: { filters: { AND: [{ field: 'text', operator: 'contains', value: 'night' }] } } } }, bm25('lamps')],
+    });
+    expect(texts(later.body.documents)).toEqual(['Their lamps turn all night.']);
+    const asBob = await api('POST', '/v1/retrievers/execute', { collection_identifiers: ['chunks'], input_schema: {}, inputs: {}, stages: [bm25('lamps')] }, keys.bob!);
+    expect(texts(asBob.body.documents)).toEqual(['Lighthouse keepers trimmed the lamps every evening.']);
+  });
 });
