@@ -31,7 +31,8 @@ import { CollectionService, featureUri } from './service.js';
 import { CollectionStore, type CollectionRow } from './store.js';
 import { DocumentStore, type DocumentRow, type DocumentSortField } from './document-store.js';
 import { DocumentGrants, type GrantChange } from './document-grants.js';
-import { DirectDocumentWriter, directKeyOf } from './document-writes.js';
+import { DirectDocumentWriter } from './document-writes.js';
+import { documentView } from './document-view.js';
 import { refreshVectorPayloads } from './features.js';
 import { parseFilter } from '../../../kernel/filters/filter.js';
 import { InputError, NotFoundError } from '../../../kernel/errors.js';
@@ -44,26 +45,6 @@ export const Documents = createToken<DocumentStore>('collections.DocumentStore')
 const Processor = createToken<DocumentProcessor>('collections.DocumentProcessor');
 const DirectWriter = createToken<DirectDocumentWriter>('collections.DirectDocumentWriter');
 const Grants = createToken<DocumentGrants>('collections.DocumentGrants');
-
-/** `viewer`: the caller's principal (user-scoped keys); grants are shown to the owner's keys and to keys that are not user-scoped. */
-function toDocument(row: DocumentRow, viewer: string | null): components['schemas']['Document'] {
-  return {
-    document_id: row.document_id,
-    collection_id: row.collection_id,
-    namespace_id: row.namespace_id,
-    root_object_id: row.root_object_id,
-    source_collection_id: row.source_collection_id,
-    source_document_id: row.source_document_id,
-    processing_tier: Number(row.processing_tier),
-    fields: row.fields,
-    metadata: row.metadata,
-    owner_principal: row.owner_principal,
-    ...(viewer === null || viewer === row.owner_principal ? { grants: row.grants } : {}),
-    key: directKeyOf(row.source_key),
-    created_at: iso(row.created_at),
-    updated_at: iso(row.updated_at),
-  };
-}
 
 function toGrants(change: GrantChange): components['schemas']['DocumentGrants'] {
   return {
@@ -213,7 +194,7 @@ export default defineResource({
         limit: query.limit ?? 100,
         ...(query.cursor ? { cursor: query.cursor } : {}),
       });
-      return { status: 200, body: { results: rows.map((r) => toDocument(r, callerOf(ctx).principalId)), has_next: nextCursor !== null, next_cursor: nextCursor } };
+      return { status: 200, body: { results: rows.map((r) => documentView(r, callerOf(ctx).principalId)), has_next: nextCursor !== null, next_cursor: nextCursor } };
     },
     searchDocuments: async ({ params, body, ctx, services }) => {
       const collection = await collectionOf(ctx, services, params.collection_identifier);
@@ -227,11 +208,11 @@ export default defineResource({
         ...(body.filters ? { filter: parseFilter(body.filters) } : {}),
         ...(body.cursor ? { cursor: body.cursor } : {}),
       });
-      return { status: 200, body: { results: rows.map((r) => toDocument(r, callerOf(ctx).principalId)), has_next: nextCursor !== null, next_cursor: nextCursor } };
+      return { status: 200, body: { results: rows.map((r) => documentView(r, callerOf(ctx).principalId)), has_next: nextCursor !== null, next_cursor: nextCursor } };
     },
     getDocument: async ({ params, ctx, services }) => {
       const collection = await collectionOf(ctx, services, params.collection_identifier);
-      return { status: 200, body: toDocument(await documentOf(ctx, services, collection, params.document_id), callerOf(ctx).principalId) };
+      return { status: 200, body: documentView(await documentOf(ctx, services, collection, params.document_id), callerOf(ctx).principalId) };
     },
     updateDocument: async ({ params, body, ctx, services }) => {
       const collection = await collectionOf(ctx, services, params.collection_identifier);
@@ -240,13 +221,13 @@ export default defineResource({
       const updated = { ...row, metadata: body.metadata, updated_at: new Date() };
       // Vector payloads carry metadata (search filters read them there).
       await refreshVectorPayloads(services.get(VectorIndex), services.get(PluginRegistry), new Map([[collection.collection_id, collection]]), [updated]);
-      return { status: 200, body: toDocument(updated, callerOf(ctx).principalId) };
+      return { status: 200, body: documentView(updated, callerOf(ctx).principalId) };
     },
     createDocument: async ({ params, body, ctx, services }) => {
       const collection = await collectionOf(ctx, services, params.collection_identifier);
       const viewer = callerOf(ctx).principalId;
       const [result] = await services.get(DirectWriter).write(collection, [body], viewer, () => ['body']);
-      return { status: result!.created ? 201 : 200, body: toDocument(result!.row, viewer) };
+      return { status: result!.created ? 201 : 200, body: documentView(result!.row, viewer) };
     },
     upsertDocuments: async ({ params, body, ctx, services }) => {
       const collection = await collectionOf(ctx, services, params.collection_identifier);

@@ -6,37 +6,21 @@
 import type { Knex } from 'knex';
 import { NotFoundError } from '../../../kernel/errors.js';
 import { whereFilter } from '../../../kernel/filters/sql.js';
-import { iso } from '../../../kernel/http/values.js';
 import type { PluginRegistry, RetrievalCollection, StageDocument } from '../../../kernel/plugins.js';
 import type { DocumentListQuery, DocumentSource, RetrievalFeature } from '../../../kernel/retrieval/documents.js';
 import { featureIndexName } from '../../../kernel/vectors/naming.js';
 import type { Distance } from '../../../kernel/vectors/vector-index.js';
 import { resolveDocumentField, type DocumentRow } from './document-store.js';
+import { documentView } from './document-view.js';
 import type { CollectionRow, CollectionStore } from './store.js';
 
 const FIELD = /^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$/;
 /** Ids per `IN (...)` list: keeps statements small whatever a stage asks for. */
 const ID_CHUNK = 1000;
 
-export function toStageDocument(row: DocumentRow): StageDocument {
-  return {
-    document_id: row.document_id,
-    collection_id: row.collection_id,
-    payload: {
-      document_id: row.document_id,
-      collection_id: row.collection_id,
-      namespace_id: row.namespace_id,
-      root_object_id: row.root_object_id,
-      source_collection_id: row.source_collection_id,
-      source_document_id: row.source_document_id,
-      processing_tier: Number(row.processing_tier),
-      fields: row.fields,
-      metadata: row.metadata,
-      owner_principal: row.owner_principal,
-      created_at: iso(row.created_at),
-      updated_at: iso(row.updated_at),
-    },
-  };
+/** The document as a read by this caller returns it, as the payload stages see. */
+function toStageDocument(row: DocumentRow, viewer: string | null): StageDocument {
+  return { document_id: row.document_id, collection_id: row.collection_id, payload: documentView(row, viewer) };
 }
 
 export class CollectionDocumentSource implements DocumentSource {
@@ -72,7 +56,7 @@ export class CollectionDocumentSource implements DocumentSource {
     }
     // Ties (and unsorted reads) in a stable order, so the same request gives the same documents.
     q.orderBy('document_id', 'asc').limit(query.limit);
-    return ((await q) as DocumentRow[]).map(toStageDocument);
+    return ((await q) as DocumentRow[]).map((row) => toStageDocument(row, query.principalId));
   }
 
   async getByIds(organizationId: string, collectionIds: readonly string[], documentIds: readonly string[], principalId: string | null): Promise<StageDocument[]> {
@@ -85,7 +69,7 @@ export class CollectionDocumentSource implements DocumentSource {
         .whereIn('collection_id', [...collectionIds])
         .whereIn('document_id', unique.slice(i, i + ID_CHUNK));
       this.visible(q, principalId);
-      for (const row of (await q) as DocumentRow[]) byId.set(row.document_id, toStageDocument(row));
+      for (const row of (await q) as DocumentRow[]) byId.set(row.document_id, toStageDocument(row, principalId));
     }
     return documentIds.flatMap((id) => (byId.has(id) ? [byId.get(id)!] : []));
   }
