@@ -4,13 +4,18 @@
  * query: `text` (embedded by the feature's own model in the inference workers), `vector`, or `document`
  * (the stored vector of a document the caller can read: "more like this"). Results of one search across
  * collections are merged by score (same model, comparable scores); several searches are fused with
- * `rrf | dbsf | weighted | max`. `pre_filters` run inside the index scan where the index holds the
- * field (lineage columns and fields); filters on metadata or timestamps are applied to the hydrated
- * documents. With no searches it is a pure filter.
+ * `rrf | dbsf | weighted | max`. A search may instead be lexical (`{text_search: {query, ...}}`, see
+ * lexical.ts): BM25 over the collections' text fields, fused with the vector searches (hybrid search).
+ * `pre_filters` run inside the index scan where the index holds the field (lineage columns and fields);
+ * filters on metadata or timestamps are applied to the hydrated documents (the text index takes them all).
+ * With no searches it is a pure filter.
  *
- * The caller's principal: the index payload carries the owner but not the grants, so hits are hydrated
- * through the document source with the principal filter in SQL, and the search is widened until `top_k`
- * visible documents are found (or the index has no more): another principal's documents never come back.
+ * The caller's principal: the index payload carries the owner and the grants, so a user-scoped key's rule
+ * (owner is p, or grants contain p) is part of the index filter and a selective principal still gets
+ * `top_k` hits in one round. Hits are hydrated through the document source with the principal rule in SQL
+ * again (defense in depth: a payload written before grants were stored, or a case-insensitive pre-filter
+ * folding the principal's case, only ever over-includes), and the search is widened until `top_k` visible
+ * documents are found (or the index has no more): another principal's documents never come back.
  */
 import { NotFoundError, InputError } from '../../../kernel/errors.js';
 import { matchesFilter, parseFilter, type FilterNode, type Group, type ParsedFilter } from '../../../kernel/filters/filter.js';
@@ -21,6 +26,7 @@ import { filterDefs, filterRef } from '../../../kernel/retrieval/schemas.js';
 import { DocumentSource, Inference, VectorIndex, resolve } from '../../../kernel/tokens.js';
 import type { VectorHit } from '../../../kernel/vectors/vector-index.js';
 import { fuse, type Fusion, type RankedList } from './fusion.js';
+import { lexicalHits, lexicalQuerySchema, type LexicalQuery } from './lexical.js';
 
 export interface SearchQuery {
   text?: string;
@@ -28,12 +34,30 @@ export interface SearchQuery {
   document?: string;
 }
 
-export interface Search {
-  feature_uri: string;
-  query: SearchQuery;
+interface SearchCommon {
   top_k?: number;
   min_score?: number;
   weight?: number;
+}
+
+/** Nearest neighbours in one feature's vector index. */
+export interface VectorSearch extends SearchCommon {
+  feature_uri: string;
+  query: SearchQuery;
+  text_search?: never;
+}
+
+/** BM25 over the collections' text fields (hybrid search when fused with vector searches). */
+export interface LexicalSearch extends SearchCommon {
+  text_search: LexicalQuery;
+  feature_uri?: never;
+  query?: never;
+}
+
+export type Search = VectorSearch | LexicalSearch;
+
+function isLexical(search: Search): search is LexicalSearch {
+  return search.text_search !== undefined;
 }
 
 export interface FeatureSearchParameters {
@@ -73,6 +97,22 @@ function andFilters(a: ParsedFilter | undefined, b: ParsedFilter | undefined): P
   return { root: { kind: 'group', and: [a.root, b.root], or: [], not: [] }, caseSensitive: a.caseSensitive && b.caseSensitive };
 }
 
+/** What a user-scoped key may read, as an index filter over the payload's `owner_principal` and `grants`. */
+function visibleTo(principalId: string): ParsedFilter {
+  return {
+    root: {
+      kind: 'group',
+      and: [],
+      or: [
+        { kind: 'condition', field: 'owner_principal', operator: 'eq', value: principalId },
+        { kind: 'condition', field: 'grants', operator: 'contains', value: principalId },
+      ],
+      not: [],
+    },
+    caseSensitive: true,
+  };
+}
+
 function restrictTo(ids: readonly string[]): ParsedFilter {
   return { root: { kind: 'group', and: [{ kind: 'condition', field: 'document_id', operator: 'in', value: [...ids] }], or: [], not: [] }, caseSensitive: true };
 }
@@ -90,7 +130,7 @@ class Searcher {
   }
 
   /** The query's vector for one feature (text is embedded once per model). */
-  async vectorFor(search: Search, feature: RetrievalFeature, index: number): Promise<number[] | undefined> {
+  async vectorFor(search: VectorSearch, feature: RetrievalFeature, index: number): Promise<number[] | undefined> {
     const q = search.query;
     if (q.vector) {
       if (q.vector.length !== feature.dims) {
@@ -149,9 +189,11 @@ export default defineStage<FeatureSearchParameters>({
   version: '1.0',
   type: 'filter',
   description:
-    'Vector search over the collections\' features: each search has a feature_uri and a query (text, vector, or a document id), ' +
-    'top_k, min_score and weight; several searches are fused (rrf, dbsf, weighted, max) into final_top_k documents. ' +
-    'pre_filters (the attribute filter language) restrict the search. Without searches it only filters.',
+    'Vector and hybrid search over the collections: each search is either a vector search (feature_uri and a query: text, vector, ' +
+    'or a document id) or a lexical one (text_search: BM25 with the text_search stage\'s query, fields, k1, b), with top_k, ' +
+    'min_score and weight; several searches are fused (rrf, dbsf, weighted, max) into final_top_k documents. ' +
+    'pre_filters (the attribute filter language) and a user-scoped key\'s principal restrict every search inside its index. ' +
+    'Without searches it only filters.',
   parameters: {
     type: 'object',
     additionalProperties: false,
@@ -162,8 +204,11 @@ export default defineStage<FeatureSearchParameters>({
         maxItems: 16,
         items: {
           type: 'object',
-          required: ['feature_uri', 'query'],
           additionalProperties: false,
+          description: 'A vector search (feature_uri + query) or a lexical search (text_search), never both.',
+          // Exactly one kind; a vector search needs both its feature and its query.
+          oneOf: [{ required: ['feature_uri'] }, { required: ['text_search'] }],
+          dependencies: { feature_uri: ['query'], query: ['feature_uri'] },
           properties: {
             feature_uri: { type: 'string', pattern: '^[a-z][a-z0-9+.-]*://[^@/\\s]+@[^/\\s]+/.+$', maxLength: 300 },
             query: {
@@ -177,6 +222,7 @@ export default defineStage<FeatureSearchParameters>({
                 document: { type: 'string', minLength: 1, maxLength: 100 },
               },
             },
+            text_search: lexicalQuerySchema,
             top_k: { type: 'integer', minimum: 1, maximum: 1000, default: 10 },
             min_score: { type: 'number' },
             weight: { type: 'number', minimum: 0, default: 1 },
@@ -207,18 +253,26 @@ export default defineStage<FeatureSearchParameters>({
     }
     if (candidates && candidates.length === 0) return [];
 
-    const features = await documents.features(ctx.organizationId, collectionIds);
+    const features = searches.some((s) => !isLexical(s)) ? await documents.features(ctx.organizationId, collectionIds) : [];
     const pushed = filter ? toIndexFilter(filter) : undefined;
     const afterFilter = filter && !pushed ? filter : undefined;
     // After an earlier stage, only its documents are ranked (in the index when the list is small).
     const within = candidates && candidates.length <= 1000 ? restrictTo(candidates.map((d) => d.document_id)) : undefined;
     const candidateIds = candidates ? new Set(candidates.map((d) => d.document_id)) : undefined;
-    const indexFilter = andFilters(pushed, within);
+    const indexFilter = andFilters(andFilters(pushed, within), ctx.principalId ? visibleTo(ctx.principalId) : undefined);
 
     const searcher = new Searcher(ctx);
     const hydrated = new Map<string, StageDocument>();
     const lists: RankedList[] = [];
     for (const [i, search] of searches.entries()) {
+      const topK = search.top_k ?? 10;
+      if (isLexical(search)) {
+        // The text index takes the whole filter language, so every pre_filter applies before top_k.
+        const hits = await lexicalHits(ctx, search.text_search, topK, search.min_score, { collectionIds, filter, candidateIds: candidates?.map((d) => d.document_id) });
+        for (const h of hits) hydrated.set(h.id, h.doc);
+        lists.push({ weight: search.weight ?? 1, hits });
+        continue;
+      }
       const matching = features.filter((f) => f.feature_uri === search.feature_uri);
       if (matching.length === 0) {
         const known = [...new Set(features.map((f) => f.feature_uri))].join(', ') || 'none';
@@ -228,7 +282,6 @@ export default defineStage<FeatureSearchParameters>({
         const [visible] = await documents.getByIds(ctx.organizationId, collectionIds, [search.query.document], ctx.principalId);
         if (!visible) throw new InputError(`searches[${i}]: document '${search.query.document}' is not in the retriever's collections`);
       }
-      const topK = search.top_k ?? 10;
       const merged: Array<{ id: string; score: number; doc: StageDocument }> = [];
       for (const feature of matching) {
         const vector = await searcher.vectorFor(search, feature, i);

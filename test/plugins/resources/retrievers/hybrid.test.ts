@@ -1,0 +1,124 @@
+/**
+ * Hybrid search through HTTP: a feature_search with a vector search and a lexical (BM25) search fused by
+ * rrf, over texts embedded by the hashed n-gram model (similar spellings, not meaning). The corpus is
+ * chosen so the two disagree: "Lighthouses keepers." shares the query's character n-grams but not its
+ * words, while a long zoo note holds the exact word "keeper" among many others. Each search alone misses
+ * one of them; the hybrid finds both.
+ */
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TaskQueue } from '../../../../kernel/tokens.js';
+import { startTestKernel, type TestKernel } from '../../../support/kernel.js';
+
+const NS = 'hybrid';
+const FEATURE = 'tessera://text_extractor@1.0/text_embedding';
+const TERMINAL = ['COMPLETED', 'COMPLETED_WITH_ERRORS', 'FAILED', 'CANCELED'];
+const QUERY = 'lighthouse keeper';
+const SPELLED_ALIKE = 'Lighthouses keepers.';
+const EXACT_WORD = 'Every spring the zoo counts penguins, otters, seals, walruses and pelicans; one keeper feeds them all before the storm season begins.';
+
+type Doc = { document_id: string; score: number; payload: { fields: { text: string }; owner_principal: string | null } };
+
+describe('hybrid search (vector + BM25 in feature_search)', () => {
+  let t: TestKernel;
+  let bobKey: string;
+  const api = (method: string, p: string, body?: unknown, key = t.adminKey) =>
+    t.request(method, p, { key, headers: { 'X-Namespace': NS }, ...(body !== undefined ? { body } : {}) });
+  const texts = (docs: Doc[]) => docs.map((d) => d.payload.fields.text);
+  const run = (searches: unknown[], extra: Record<string, unknown> = {}, key = t.adminKey) =>
+    api('POST', '/v1/retrievers/execute', {
+      collection_identifiers: ['passages'], input_schema: {}, inputs: {},
+      stages: [{ stage_name: 'search', config: { stage_id: 'feature_search', parameters: { searches, ...extra } } }],
+    }, key);
+  const vector = { feature_uri: FEATURE, query: { text: QUERY }, top_k: 3 };
+  const lexical = { text_search: { query: QUERY }, top_k: 3 };
+
+  beforeAll(async () => {
+    t = await startTestKernel({
+      inferencePlugins: [path.resolve(__dirname, '../../../../plugins/models/hashed-ngram-text/index.ts')],
+      config: { inferenceWorkers: 1, runTasks: false },
+    });
+    await t.client().POST('/v1/namespaces', { body: { namespace_name: NS } });
+    await api('POST', '/v1/buckets', { bucket_name: 'notes' });
+    const corpus: Array<[string, string | null]> = [
+      [SPELLED_ALIKE, 'bob'],
+      [EXACT_WORD, 'alice'],
+      ['Lighthousekeeping.', null],
+      ['Lighthouses and keepsakes.', null],
+      ['Lighthouses keep on.', 'bob'],
+      ['Bread needs flour, water, salt and time.', null],
+    ];
+    const ids: string[] = [];
+    for (const [i, [text, owner]] of corpus.entries()) {
+      const res = await api('POST', '/v1/buckets/notes/objects', { key: `n/${i}.txt`, blobs: [{ property: 'content', text }], ...(owner ? { owner_principal: owner } : {}) });
+      expect(res.status).toBe(201);
+      ids.push(res.body.object_id);
+    }
+    const collection = await api('POST', '/v1/collections/create', {
+      collection_name: 'passages',
+      source: { type: 'bucket', bucket_id: 'notes' },
+      feature_extractors: [{ feature_extractor_name: 'text_extractor', parameters: { split_by: 'sentences', chunk_size: 1, chunk_overlap: 0 } }],
+    });
+    expect(collection.status).toBe(201);
+    const batch = await api('POST', '/v1/buckets/notes/batches', { object_ids: ids });
+    await api('POST', `/v1/buckets/notes/batches/${batch.body.batch_id}/submit`);
+    for (let i = 0; ; i++) {
+      await t.kernel.services.get(TaskQueue).drain();
+      const res = await api('GET', `/v1/buckets/notes/batches/${batch.body.batch_id}`);
+      if (TERMINAL.includes(res.body.status)) {
+        expect(res.body.status).toBe('COMPLETED');
+        break;
+      }
+      if (i > 600) throw new Error('batch did not finish');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    bobKey = (await t.request('POST', `/v1/organizations/users/${t.adminEmail}/api-keys`, {
+      key: t.adminKey, body: { name: 'bob', principal_id: 'bob', permissions: ['read'] },
+    })).body.key;
+  }, 180_000);
+  afterAll(async () => {
+    await t?.stop();
+  });
+
+  it('vector-only and lexical-only each miss a document the rrf hybrid finds', async () => {
+    const vectorOnly = await run([vector]);
+    expect(vectorOnly.body.status).toBe('completed');
+    expect(texts(vectorOnly.body.documents)).toContain(SPELLED_ALIKE);
+    expect(texts(vectorOnly.body.documents)).not.toContain(EXACT_WORD);
+
+    const lexicalOnly = await run([lexical]);
+    expect(lexicalOnly.body.status).toBe('completed');
+    // No stemming: only the zoo note holds the word "keeper"; "Lighthouses keepers." shares no term.
+    expect(texts(lexicalOnly.body.documents)).toEqual([EXACT_WORD]);
+
+    const hybrid = await run([vector, lexical], { fusion: 'rrf', final_top_k: 2 });
+    expect(hybrid.body.status).toBe('completed');
+    expect(texts(hybrid.body.documents).sort()).toEqual([EXACT_WORD, SPELLED_ALIKE].sort());
+    expect(hybrid.body.stage_statistics.stages.search).toMatchObject({ inference_calls: 1, output_count: 2 });
+  });
+
+  it('fuses with every method, and a user-scoped key only gets its own documents from both searches', async () => {
+    for (const fusion of ['rrf', 'dbsf', 'weighted', 'max']) {
+      const fused = await run([vector, lexical], { fusion, final_top_k: 4 });
+      expect(fused.body.status, fusion).toBe('completed');
+      expect(texts(fused.body.documents), fusion).toContain(EXACT_WORD);
+    }
+    const asBob = await run([vector, { ...lexical, text_search: { query: 'keeper keep lighthouses' } }], { final_top_k: 10 }, bobKey);
+    expect(asBob.body.status).toBe('completed');
+    expect((asBob.body.documents as Doc[]).every((d) => d.payload.owner_principal === 'bob')).toBe(true);
+    expect(texts(asBob.body.documents).sort()).toEqual([SPELLED_ALIKE, 'Lighthouses keep on.'].sort());
+  });
+
+  it('applies pre_filters to the lexical search inside the text index', async () => {
+    const filtered = await run([lexical], { pre_filters: { AND: [{ field: 'text', operator: 'contains', value: 'bread' }] } });
+    expect(filtered.body.status).toBe('completed');
+    expect(filtered.body.documents).toEqual([]);
+  });
+
+  it('refuses a search that is both vector and lexical, or a vector search without its query', async () => {
+    const both = await run([{ ...vector, ...lexical }]);
+    expect(both.status).toBe(422);
+    const noQuery = await run([{ feature_uri: FEATURE }]);
+    expect(noQuery.status).toBe(422);
+  });
+});
