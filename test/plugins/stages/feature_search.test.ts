@@ -1,4 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { VectorIndex } from '../../../kernel/tokens.js';
+import { featureIndexName } from '../../../kernel/vectors/naming.js';
+import { Documents } from '../../../plugins/resources/collections/index.js';
+import { vectorPayload } from '../../../plugins/resources/collections/processing/processor.js';
 import stage from '../../../plugins/stages/feature_search/index.js';
 import { CONTRACT_FEATURE_URI, contractVector, runStageContract, startStageWorld, type StageWorld } from '../../support/stage-contract.js';
 
@@ -9,8 +13,15 @@ runStageContract(stage, {
     { searches: [byVector(3)] },
     { searches: [byVector(1), byVector(2, { weight: 2 })], fusion: 'dbsf', final_top_k: 3, pre_filters: { AND: [{ field: 'category', operator: 'eq', value: 'odd' }] } },
     {},
+    { searches: [byVector(3), { text_search: { query: 'document', fields: ['text'], k1: 1.2, b: 0.75 }, top_k: 4, weight: 2 }], fusion: 'rrf' },
   ],
   invalid: [
+    { searches: [{ ...byVector(3), text_search: { query: 'document' } }] },
+    { searches: [{ feature_uri: CONTRACT_FEATURE_URI, top_k: 3 }] },
+    { searches: [{ query: { text: 'x' } }] },
+    { searches: [{ text_search: {} }] },
+    { searches: [{ text_search: { query: 'x', feature_uri: CONTRACT_FEATURE_URI } }] },
+    { searches: [{ text_search: { query: 'x' }, query: { text: 'x' } }] },
     { searches: [{ feature_uri: 'not a uri', query: { text: 'x' } }] },
     { searches: [{ feature_uri: CONTRACT_FEATURE_URI, query: {} }] },
     { searches: [{ feature_uri: CONTRACT_FEATURE_URI, query: { text: 'x', vector: [1] } }] },
@@ -62,5 +73,48 @@ describe('feature_search edge cases', () => {
     const some = world.documents.slice(0, 3);
     const ranked = await stage.run(world.context(null, 1), structuredClone(some), { searches: [byVector(5, { top_k: 12 })] });
     expect(ranked.map((d) => d.document_id).sort()).toEqual(some.map((d) => d.document_id).sort());
+  });
+
+  it('runs a lexical search as a later stage only over the documents it was given, as the principal', async () => {
+    const bobs = world.documents.filter((d) => d.payload?.owner_principal === 'bob').slice(0, 2);
+    const out = await stage.run(world.context('bob', 1), structuredClone(bobs), { searches: [{ text_search: { query: 'document' }, top_k: 10 }] });
+    expect(out.map((d) => d.document_id).sort()).toEqual(bobs.map((d) => d.document_id).sort());
+    const firstStage = await stage.run(world.context('alice', 0), [], { searches: [{ text_search: { query: 'document' }, top_k: 10 }] });
+    expect(firstStage).toHaveLength(4);
+    expect(firstStage.every((d) => d.payload?.owner_principal === 'alice')).toBe(true);
+  });
+
+  it("puts the principal into the vector index's filter: top_k in one round, owned or granted, never another's", async () => {
+    const base = world.documents[0]!;
+    const collectionId = base.collection_id!;
+    const organizationId = world.context(null, 0).organizationId;
+    const namespaceId = world.context(null, 0).namespace.id;
+    const index = featureIndexName(collectionId, 'text_embedding');
+    const vectors = world.t.kernel.services.get(VectorIndex);
+    const write = async (key: string, vector: number[], owner: string, grants: string[] = []) => {
+      const row = await world.t.kernel.services.get(Documents).upsert({
+        organizationId, namespaceId, collectionId, sourceKey: key, rootObjectId: null, sourceCollectionId: null, sourceDocumentId: null,
+        processingTier: 0, fields: { text: key, category: 'principal-test' }, ownerPrincipal: owner, grants,
+      });
+      await vectors.upsert(index, [{ id: row.document_id, vector, payload: vectorPayload(row) }]);
+      return row.document_id;
+    };
+    // Many near copies of carol's query owned by dave: a search filtered only after hydration would have to widen.
+    const query = contractVector(100);
+    for (let i = 0; i < 30; i++) await write(`dave:${i}`, query.map((x, j) => x + (j === i ? 0.01 : 0)), 'dave');
+    const own = await write('carol:own', query, 'carol');
+    const granted = await write('alice:granted', contractVector(101), 'alice', ['carol']);
+
+    const search = vi.spyOn(vectors, 'search');
+    try {
+      const out = await stage.run(world.context('carol', 0), [], { searches: [{ feature_uri: CONTRACT_FEATURE_URI, query: { vector: query }, top_k: 2 }] });
+      expect(out.map((d) => d.document_id)).toEqual([own, granted]);
+      expect(search).toHaveBeenCalledTimes(1);
+      const dave = await stage.run(world.context('dave', 0), [], { searches: [{ feature_uri: CONTRACT_FEATURE_URI, query: { vector: query }, top_k: 5 }] });
+      expect(dave).toHaveLength(5);
+      expect(dave.every((d) => d.payload?.owner_principal === 'dave')).toBe(true);
+    } finally {
+      search.mockRestore();
+    }
   });
 });
