@@ -121,4 +121,21 @@ describe('hybrid search (vector + BM25 in feature_search)', () => {
     const noQuery = await run([{ feature_uri: FEATURE }]);
     expect(noQuery.status).toBe(422);
   });
+
+  it('a saved hybrid retriever fills the same input into both searches and depends only on the vector feature', async () => {
+    const created = await api('POST', '/v1/retrievers', {
+      retriever_name: 'hybrid-notes',
+      collection_identifiers: ['passages'],
+      input_schema: { q: { type: 'text', required: true } },
+      stages: [{ stage_name: 'search', stage_type: 'filter', config: { stage_id: 'feature_search', parameters: {
+        fusion: 'rrf', final_top_k: 2,
+        searches: [{ ...vector, query: { text: '{{inputs.q}}' } }, { ...lexical, text_search: { query: '{{inputs.q}}' } }],
+      } } }],
+    });
+    expect(created.status).toBe(201);
+    expect(created.body.retriever.feature_dependencies).toEqual([{ extractor: 'text_extractor', version: '1.0', scheme: 'tessera', output: 'text_embedding' }]);
+    const run = await api('POST', '/v1/retrievers/hybrid-notes/execute', { inputs: { q: QUERY } });
+    expect(run.body.status).toBe('completed');
+    expect(texts(run.body.documents).sort()).toEqual([EXACT_WORD, SPELLED_ALIKE].sort());
+  });
 });
