@@ -75,3 +75,29 @@ export function filterView(doc: StageDocument): Record<string, unknown> {
     score: doc.score,
   };
 }
+
+/**
+ * The value at a dotted path of a document's filter view (`price`, `fields.price`, `metadata.a.b`, `score`),
+ * or undefined when any step is missing. Every in-process stage reads fields through this one function, so
+ * a path means the same thing in a filter, a sort, a group key and a deduplication key.
+ */
+export function readPath(doc: StageDocument, path: string): unknown {
+  return path.split('.').reduce<unknown>((value, key) => (value && typeof value === 'object' ? (value as Record<string, unknown>)[key] : undefined), filterView(doc));
+}
+
+/**
+ * A string equal for equal JSON values (object keys in any order) and different for different ones
+ * (`1` is not `"1"`): the key documents are grouped or deduplicated by. Missing and null are both `null`.
+ */
+export function valueKey(value: unknown): string {
+  return JSON.stringify(canonical(value)) ?? 'null';
+}
+
+function canonical(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(canonical);
+  if (value && typeof value === 'object') {
+    const record = value as Record<string, unknown>;
+    return Object.fromEntries(Object.keys(record).sort().map((k) => [k, canonical(record[k])]));
+  }
+  return value === undefined ? null : value;
+}
