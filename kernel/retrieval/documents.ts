@@ -4,7 +4,7 @@
  * kernel token of the same name), and retriever stages read them only through it. Every read takes the
  * caller's principal: a user-scoped key's filter is applied in the query itself, never afterwards.
  */
-import type { ParsedFilter } from '../filters/filter.js';
+import { readDotted, type ParsedFilter } from '../filters/filter.js';
 import type { RetrievalCollection, StageDocument } from '../plugins.js';
 import type { Distance } from '../vectors/vector-index.js';
 
@@ -82,7 +82,7 @@ export function filterView(doc: StageDocument): Record<string, unknown> {
  * a path means the same thing in a filter, a sort, a group key and a deduplication key.
  */
 export function readPath(doc: StageDocument, path: string): unknown {
-  return path.split('.').reduce<unknown>((value, key) => (value && typeof value === 'object' ? (value as Record<string, unknown>)[key] : undefined), filterView(doc));
+  return readDotted(filterView(doc), path);
 }
 
 /**
