@@ -22,10 +22,16 @@ import usage from './resources/usage/index.js';
 import users from './resources/users/index.js';
 import retrievers from './resources/retrievers/index.js';
 import attributeFilter from './stages/attribute_filter/index.js';
+import deduplicate from './stages/deduplicate/index.js';
 import featureSearch from './stages/feature_search/index.js';
+import groupBy from './stages/group_by/index.js';
 import limitStage from './stages/limit/index.js';
+import sample from './stages/sample/index.js';
+import scoreNormalize from './stages/score_normalize/index.js';
 import sortAttribute from './stages/sort_attribute/index.js';
+import sortRelevance from './stages/sort_relevance/index.js';
 import textSearch from './stages/text_search/index.js';
+import unwind from './stages/unwind/index.js';
 
 export default [
   health,
@@ -44,6 +50,12 @@ export default [
   sortAttribute,
   limitStage,
   textSearch,
+  sortRelevance,
+  scoreNormalize,
+  sample,
+  deduplicate,
+  groupBy,
+  unwind,
   passthroughExtractor,
   textExtractor,
   audioExtractor,

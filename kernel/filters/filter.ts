@@ -133,10 +133,14 @@ export function parseFilter(input: unknown, loc: Array<string | number> = ['body
   return { root, caseSensitive };
 }
 
+/** The value at a dotted path (`a.b.c`) of a plain object, or undefined when any step is missing. */
+export function readDotted(record: Record<string, unknown>, path: string): unknown {
+  return path.split('.').reduce<unknown>((v, k) => (v && typeof v === 'object' ? (v as Record<string, unknown>)[k] : undefined), record);
+}
+
 /** Evaluates a filter against a plain object (documents in memory, event payloads). */
 export function matchesFilter(filter: ParsedFilter, record: Record<string, unknown>): boolean {
-  const read = (path: string): unknown =>
-    path.split('.').reduce<unknown>((v, k) => (v && typeof v === 'object' ? (v as Record<string, unknown>)[k] : undefined), record);
+  const read = (path: string): unknown => readDotted(record, path);
   const fold = (v: unknown) => (!filter.caseSensitive && typeof v === 'string' ? v.toLowerCase() : v);
   const test = (c: Condition): boolean => {
     const actual = read(c.field);

@@ -4,7 +4,7 @@
  * kernel token of the same name), and retriever stages read them only through it. Every read takes the
  * caller's principal: a user-scoped key's filter is applied in the query itself, never afterwards.
  */
-import type { ParsedFilter } from '../filters/filter.js';
+import { readDotted, type ParsedFilter } from '../filters/filter.js';
 import type { RetrievalCollection, StageDocument } from '../plugins.js';
 import type { Distance } from '../vectors/vector-index.js';
 
@@ -74,4 +74,30 @@ export function filterView(doc: StageDocument): Record<string, unknown> {
     collection_id: doc.collection_id ?? payload.collection_id,
     score: doc.score,
   };
+}
+
+/**
+ * The value at a dotted path of a document's filter view (`price`, `fields.price`, `metadata.a.b`, `score`),
+ * or undefined when any step is missing. Every in-process stage reads fields through this one function, so
+ * a path means the same thing in a filter, a sort, a group key and a deduplication key.
+ */
+export function readPath(doc: StageDocument, path: string): unknown {
+  return readDotted(filterView(doc), path);
+}
+
+/**
+ * A string equal for equal JSON values (object keys in any order) and different for different ones
+ * (`1` is not `"1"`): the key documents are grouped or deduplicated by. Missing and null are both `null`.
+ */
+export function valueKey(value: unknown): string {
+  return JSON.stringify(canonical(value)) ?? 'null';
+}
+
+function canonical(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(canonical);
+  if (value && typeof value === 'object') {
+    const record = value as Record<string, unknown>;
+    return Object.fromEntries(Object.keys(record).sort().map((k) => [k, canonical(record[k])]));
+  }
+  return value === undefined ? null : value;
 }

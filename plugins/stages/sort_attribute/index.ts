@@ -3,17 +3,13 @@
  * `price` = fields.price, `metadata.rank`, `score`, `created_at`). Documents without the field come last,
  * whatever the direction; ties keep their incoming order (the sort is stable).
  */
-import { defineStage, type StageDocument } from '../../../kernel/plugins.js';
-import { filterView } from '../../../kernel/retrieval/documents.js';
+import { defineStage } from '../../../kernel/plugins.js';
+import { readPath } from '../../../kernel/retrieval/documents.js';
 import { fieldPathSchema } from '../../../kernel/retrieval/schemas.js';
 
 export interface SortAttributeParameters {
   field: string;
   direction?: 'asc' | 'desc';
-}
-
-function read(doc: StageDocument, path: string): unknown {
-  return path.split('.').reduce<unknown>((v, k) => (v && typeof v === 'object' ? (v as Record<string, unknown>)[k] : undefined), filterView(doc));
 }
 
 /** Numbers before strings before booleans; within a kind, natural order. */
@@ -44,7 +40,7 @@ export default defineStage<SortAttributeParameters>({
   },
   async run(_ctx, docs, params) {
     const sign = (params.direction ?? 'desc') === 'desc' ? -1 : 1;
-    const keyed = docs.map((doc) => ({ doc, value: read(doc, params.field) }));
+    const keyed = docs.map((doc) => ({ doc, value: readPath(doc, params.field) }));
     const missing = (v: unknown) => v === undefined || v === null || (typeof v === 'object');
     keyed.sort((x, y) => {
       const mx = missing(x.value);
