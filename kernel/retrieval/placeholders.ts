@@ -4,6 +4,8 @@
  * string is replaced by the value as text (JSON for lists and objects). A whole-string placeholder whose
  * input was not given removes the property (or list item), so the stage's own default applies.
  */
+import { readDotted } from '../filters/filter.js';
+
 const WHOLE = /^\{\{\s*inputs\.([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\s*\}\}$/;
 const EMBEDDED = /\{\{\s*inputs\.([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\s*\}\}/g;
 
@@ -17,10 +19,6 @@ export interface PlaceholderUse {
 }
 
 const OMIT = Symbol('omit');
-
-function read(inputs: Record<string, unknown>, path: string): unknown {
-  return path.split('.').reduce<unknown>((v, k) => (v && typeof v === 'object' ? (v as Record<string, unknown>)[k] : undefined), inputs);
-}
 
 function asText(value: unknown): string {
   if (value === undefined || value === null) return '';
@@ -52,10 +50,10 @@ export function fillPlaceholders<T>(value: T, inputs: Record<string, unknown>): 
     if (typeof v === 'string') {
       const whole = WHOLE.exec(v);
       if (whole) {
-        const found = read(inputs, whole[1]!);
+        const found = readDotted(inputs, whole[1]!);
         return found === undefined ? { value: OMIT, lost: true } : { value: structuredClone(found), lost: false };
       }
-      return { value: v.replace(EMBEDDED, (_, path: string) => asText(read(inputs, path))), lost: false };
+      return { value: v.replace(EMBEDDED, (_, path: string) => asText(readDotted(inputs, path))), lost: false };
     }
     if (Array.isArray(v)) {
       const items = v.map(fill);
