@@ -4,14 +4,14 @@
  * takes them out of the index. The stage runs with a StageContext built on the test kernel's container,
  * as the retriever engine builds it; it also passes the stage contract suite.
  */
-import path from 'node:path';
 import { Ajv } from 'ajv';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StageContext, StageDocument } from '../../../kernel/plugins.js';
-import { DatabaseHandle, RootLogger, TaskQueue, TextIndex } from '../../../kernel/tokens.js';
+import { DatabaseHandle, RootLogger, TextIndex } from '../../../kernel/tokens.js';
 import textSearch, { type TextSearchParameters } from '../../../plugins/stages/text_search/index.js';
 import { startTestKernel, type TestKernel } from '../../support/kernel.js';
 import { runStageContract } from '../../support/stage-contract.js';
+import { ingestTexts, TEXT_MODEL_PLUGIN } from '../../support/text-corpus.js';
 
 // The contract world's documents read "document <n>": every one matches `document`.
 runStageContract(textSearch, {
@@ -19,7 +19,6 @@ runStageContract(textSearch, {
   invalid: [{}, { query: '' }, { query: 'x', top_k: 0 }, { query: 'x', top_k: 1001 }, { query: 'x', k1: -1 }, { query: 'x', b: 2 }, { query: 'x', within_input: true }],
 });
 
-const TERMINAL = ['COMPLETED', 'COMPLETED_WITH_ERRORS', 'FAILED', 'CANCELED'];
 const TEXTS = [
   'Lighthouses guide ships along rocky coasts. Their lamps turn all night.',
   'Bread needs flour, water, salt and time. The crust forms in a hot oven.',
@@ -33,19 +32,6 @@ let organizationId: string;
 
 const api = (method: string, p: string, body?: unknown) =>
   t.request(method, p, { key: t.adminKey, headers: { 'X-Namespace': 'texts' }, ...(body !== undefined ? { body } : {}) });
-
-async function runBatch(objectIds: string[]): Promise<Record<string, any>> {
-  const created = await api('POST', '/v1/buckets/docs/batches', { object_ids: objectIds });
-  expect(created.status).toBe(201);
-  expect((await api('POST', `/v1/buckets/docs/batches/${created.body.batch_id}/submit`)).status).toBe(202);
-  for (let i = 0; i < 600; i++) {
-    await t.kernel.services.get(TaskQueue).drain();
-    const res = await api('GET', `/v1/buckets/docs/batches/${created.body.batch_id}`);
-    if (TERMINAL.includes(res.body.status)) return res.body;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error('batch did not finish');
-}
 
 function context(principalId: string | null = null, collections = [chunks], stageIndex = 0): StageContext {
   return {
@@ -77,27 +63,12 @@ async function chunkText(documentId: string): Promise<string> {
 
 beforeAll(async () => {
   t = await startTestKernel({
-    inferencePlugins: [path.resolve(__dirname, '../../../plugins/models/hashed-ngram-text/index.ts')],
+    inferencePlugins: [TEXT_MODEL_PLUGIN],
     config: { inferenceWorkers: 1, runTasks: false },
   });
   organizationId = (await t.client().GET('/v1/me', {})).data!.organization.organization_id;
   expect((await t.client().POST('/v1/namespaces', { body: { namespace_name: 'texts' } })).response.status).toBe(201);
-  expect((await api('POST', '/v1/buckets', { bucket_name: 'docs' })).status).toBe(201);
-  const objectIds: string[] = [];
-  for (const [i, text] of TEXTS.entries()) {
-    const res = await api('POST', '/v1/buckets/docs/objects', { key: `texts/${i}.txt`, blobs: [{ property: 'content', text }] });
-    expect(res.status).toBe(201);
-    objectIds.push(res.body.object_id);
-  }
-  const created = await api('POST', '/v1/collections/create', {
-    collection_name: 'chunks',
-    source: { type: 'bucket', bucket_id: 'docs' },
-    feature_extractors: [{ feature_extractor_name: 'text_extractor', parameters: { split_by: 'sentences', chunk_size: 1, chunk_overlap: 0 } }],
-  });
-  expect(created.status).toBe(201);
-  chunks = created.body;
-  const done = await runBatch(objectIds);
-  expect(done.status).toBe('COMPLETED');
+  chunks = (await ingestTexts(t, { namespace: 'texts', bucket: 'docs', collection: 'chunks' }, TEXTS)).collection;
 }, 180_000);
 
 afterAll(async () => {

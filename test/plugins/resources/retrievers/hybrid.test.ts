@@ -5,14 +5,12 @@
  * words, while a long zoo note holds the exact word "keeper" among many others. Each search alone misses
  * one of them; the hybrid finds both.
  */
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TaskQueue } from '../../../../kernel/tokens.js';
 import { startTestKernel, type TestKernel } from '../../../support/kernel.js';
+import { ingestTexts, TEXT_MODEL_PLUGIN } from '../../../support/text-corpus.js';
 
 const NS = 'hybrid';
 const FEATURE = 'tessera://text_extractor@1.0/text_embedding';
-const TERMINAL = ['COMPLETED', 'COMPLETED_WITH_ERRORS', 'FAILED', 'CANCELED'];
 const QUERY = 'lighthouse keeper';
 const SPELLED_ALIKE = 'Lighthouses keepers.';
 const EXACT_WORD = 'Every spring the zoo counts penguins, otters, seals, walruses and pelicans; one keeper feeds them all before the storm season begins.';
@@ -35,11 +33,10 @@ describe('hybrid search (vector + BM25 in feature_search)', () => {
 
   beforeAll(async () => {
     t = await startTestKernel({
-      inferencePlugins: [path.resolve(__dirname, '../../../../plugins/models/hashed-ngram-text/index.ts')],
+      inferencePlugins: [TEXT_MODEL_PLUGIN],
       config: { inferenceWorkers: 1, runTasks: false },
     });
     await t.client().POST('/v1/namespaces', { body: { namespace_name: NS } });
-    await api('POST', '/v1/buckets', { bucket_name: 'notes' });
     const corpus: Array<[string, string | null]> = [
       [SPELLED_ALIKE, 'bob'],
       [EXACT_WORD, 'alice'],
@@ -48,30 +45,7 @@ describe('hybrid search (vector + BM25 in feature_search)', () => {
       ['Lighthouses keep on.', 'bob'],
       ['Bread needs flour, water, salt and time.', null],
     ];
-    const ids: string[] = [];
-    for (const [i, [text, owner]] of corpus.entries()) {
-      const res = await api('POST', '/v1/buckets/notes/objects', { key: `n/${i}.txt`, blobs: [{ property: 'content', text }], ...(owner ? { owner_principal: owner } : {}) });
-      expect(res.status).toBe(201);
-      ids.push(res.body.object_id);
-    }
-    const collection = await api('POST', '/v1/collections/create', {
-      collection_name: 'passages',
-      source: { type: 'bucket', bucket_id: 'notes' },
-      feature_extractors: [{ feature_extractor_name: 'text_extractor', parameters: { split_by: 'sentences', chunk_size: 1, chunk_overlap: 0 } }],
-    });
-    expect(collection.status).toBe(201);
-    const batch = await api('POST', '/v1/buckets/notes/batches', { object_ids: ids });
-    await api('POST', `/v1/buckets/notes/batches/${batch.body.batch_id}/submit`);
-    for (let i = 0; ; i++) {
-      await t.kernel.services.get(TaskQueue).drain();
-      const res = await api('GET', `/v1/buckets/notes/batches/${batch.body.batch_id}`);
-      if (TERMINAL.includes(res.body.status)) {
-        expect(res.body.status).toBe('COMPLETED');
-        break;
-      }
-      if (i > 600) throw new Error('batch did not finish');
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await ingestTexts(t, { namespace: NS, bucket: 'notes', collection: 'passages' }, corpus.map(([text, owner]) => ({ text, owner })));
     bobKey = (await t.request('POST', `/v1/organizations/users/${t.adminEmail}/api-keys`, {
       key: t.adminKey, body: { name: 'bob', principal_id: 'bob', permissions: ['read'] },
     })).body.key;

@@ -3,14 +3,12 @@
  * → a retriever with feature_search → ranked text chunks; with user-scoped keys through feature_search and
  * attribute_filter, pre-filters, fusion of several searches and "more like this" by document.
  */
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TaskQueue } from '../../../../kernel/tokens.js';
 import { startTestKernel, type TestKernel } from '../../../support/kernel.js';
+import { ingestTexts, TEXT_MODEL_PLUGIN } from '../../../support/text-corpus.js';
 
 const NS = 'library';
 const FEATURE = 'tessera://text_extractor@1.0/text_embedding';
-const TERMINAL = ['COMPLETED', 'COMPLETED_WITH_ERRORS', 'FAILED', 'CANCELED'];
 
 type Doc = { document_id: string; score: number; payload: { fields: { text: string }; owner_principal: string | null } };
 
@@ -29,41 +27,17 @@ describe('feature_search end to end', () => {
 
   beforeAll(async () => {
     t = await startTestKernel({
-      inferencePlugins: [path.resolve(__dirname, '../../../../plugins/models/hashed-ngram-text/index.ts')],
+      inferencePlugins: [TEXT_MODEL_PLUGIN],
       config: { inferenceWorkers: 1, runTasks: false },
     });
     await t.client().POST('/v1/namespaces', { body: { namespace_name: NS } });
-    await api('POST', '/v1/buckets', { bucket_name: 'texts' });
     const corpus: Array<[string, string | null]> = [
       ['Lighthouses guide ships along rocky coasts. Their lamps turn all night.', 'alice'],
       ['Bread needs flour, water, salt and time. The crust forms in a hot oven.', 'bob'],
       ['Glaciers carve valleys over thousands of years. Meltwater feeds the rivers below.', null],
       ['Lighthouse keepers trimmed the lamps every evening.', 'bob'],
     ];
-    const ids: string[] = [];
-    for (const [i, [text, owner]] of corpus.entries()) {
-      const res = await api('POST', '/v1/buckets/texts/objects', { key: `t/${i}.txt`, blobs: [{ property: 'content', text }], ...(owner ? { owner_principal: owner } : {}) });
-      expect(res.status).toBe(201);
-      ids.push(res.body.object_id);
-    }
-    const collection = await api('POST', '/v1/collections/create', {
-      collection_name: 'chunks',
-      source: { type: 'bucket', bucket_id: 'texts' },
-      feature_extractors: [{ feature_extractor_name: 'text_extractor', parameters: { split_by: 'sentences', chunk_size: 1, chunk_overlap: 0 } }],
-    });
-    expect(collection.status).toBe(201);
-    const batch = await api('POST', '/v1/buckets/texts/batches', { object_ids: ids });
-    await api('POST', `/v1/buckets/texts/batches/${batch.body.batch_id}/submit`);
-    for (let i = 0; ; i++) {
-      await t.kernel.services.get(TaskQueue).drain();
-      const res = await api('GET', `/v1/buckets/texts/batches/${batch.body.batch_id}`);
-      if (TERMINAL.includes(res.body.status)) {
-        expect(res.body.status).toBe('COMPLETED');
-        break;
-      }
-      if (i > 600) throw new Error('batch did not finish');
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await ingestTexts(t, { namespace: NS, bucket: 'texts', collection: 'chunks' }, corpus.map(([text, owner]) => ({ text, owner })));
     for (const principal of ['alice', 'bob']) {
       keys[principal] = (await t.request('POST', `/v1/organizations/users/${t.adminEmail}/api-keys`, {
         key: t.adminKey, body: { name: principal, principal_id: principal, permissions: ['read'] },
