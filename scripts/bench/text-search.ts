@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { openKernelCore } from '../../kernel/app.js';
 import { loadConfig } from '../../kernel/config.js';
+import { seededRandom } from '../../kernel/random.js';
 import { DatabaseHandle, TextIndex } from '../../kernel/tokens.js';
 import { SqlTextIndex, type TextSearchRequest } from '../../kernel/text/index.js';
 import { DocumentStore, type DocumentWrite } from '../../plugins/resources/collections/document-store.js';
@@ -23,19 +24,8 @@ const BATCH = 1_000;
 const VOCABULARY = 5_000;
 const COLLECTION = 'col_bench_text';
 
-/** Deterministic pseudo-random numbers (mulberry32), so every run searches the same corpus. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-const rand = random(42);
+// Deterministic, so every run searches the same corpus.
+const rand = seededRandom(42);
 const syllables = ['ka', 'lo', 'mi', 'ne', 'ru', 'sa', 'ti', 'vo', 'ze', 'pa', 'qui', 'dor', 'fen', 'gal', 'hum', 'jor'];
 const words = Array.from({ length: VOCABULARY }, (_, i) => {
   let w = '';

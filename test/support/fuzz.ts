@@ -5,6 +5,7 @@
  * missing, extra, huge, boundary, hostile text, deep nesting) or the body as a whole. Deterministic for a
  * seed, so a failure can be replayed.
  */
+import { seededRandom } from '../../kernel/random.js';
 
 export type Schema = Record<string, unknown>;
 
@@ -47,18 +48,11 @@ export type Fixtures = Record<string, readonly unknown[]>;
 
 const METHODS = ['get', 'put', 'post', 'delete', 'patch'] as const;
 
-/** mulberry32: a small seeded generator, so every run sends the same requests. */
+/** A seeded generator (kernel/random.ts), so every run sends the same requests. */
 export class Random {
-  private state: number;
+  readonly next: () => number;
   constructor(seed: number) {
-    this.state = seed >>> 0;
-  }
-  next(): number {
-    this.state = (this.state + 0x6d2b79f5) >>> 0;
-    let t = this.state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    this.next = seededRandom(seed);
   }
   int(max: number): number {
     return Math.floor(this.next() * max);

@@ -6,6 +6,7 @@
  * first on ties) and is sampled on its own.
  */
 import { defineStage, type StageDocument } from '../../../kernel/plugins.js';
+import { seededRandom } from '../../../kernel/random.js';
 import { readPath, valueKey } from '../../../kernel/retrieval/documents.js';
 import { fieldPathSchema } from '../../../kernel/retrieval/schemas.js';
 
@@ -13,18 +14,6 @@ export interface SampleParameters {
   count: number;
   seed?: number;
   stratify_by?: string;
-}
-
-/** mulberry32: a small, fast 32-bit PRNG; plenty for sampling, and identical on every platform. */
-export function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** `k` distinct positions of `0..n-1` (a partial Fisher–Yates shuffle), ascending. */

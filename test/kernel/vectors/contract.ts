@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConflictError, NotFoundError } from '../../../kernel/errors.js';
+import { seededRandom } from '../../../kernel/random.js';
 import { matchesFilter, parseFilter, type FilterInput } from '../../../kernel/filters/filter.js';
 import type { Distance, VectorIndex, VectorRecord } from '../../../kernel/vectors/vector-index.js';
 
@@ -14,20 +15,8 @@ export interface VectorIndexSubject {
   cleanup(): Promise<void>;
 }
 
-/** Deterministic random numbers (mulberry32), so a failure reproduces. */
-export function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 export function randomVectors(n: number, dims: number, seed: number): number[][] {
-  const rand = seeded(seed);
+  const rand = seededRandom(seed); // deterministic, so a failure reproduces
   // Rounded to float32, as both engines store them, so brute force ranks the stored values.
   return Array.from({ length: n }, () => Array.from({ length: dims }, () => Math.fround(rand() * 2 - 1)));
 }
