@@ -76,4 +76,13 @@ export const retrieverMigrations: Migration[] = [
       });
     },
   },
+  {
+    // Cursor pagination serves later pages from the recorded ranking: the scores come with the ids.
+    name: '0004_retriever_execution_result_scores',
+    async up(db) {
+      await db.schema.alterTable('retriever_executions', (t) => {
+        t.jsonb('result_scores');
+      });
+    },
+  },
 ];
