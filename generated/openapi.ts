@@ -1419,10 +1419,7 @@ export interface components {
                 limit?: number;
             };
             stages: components["schemas"]["RetrieverStage"][];
-            /**
-             * @description Answer Server-Sent Events (stage by stage progress, then the result) instead of one JSON body.
-             * @default false
-             */
+            /** @description Answer Server-Sent Events (stage by stage progress, then the result) instead of one JSON body; an `Accept: text/event-stream` header asks for the same. */
             stream?: boolean;
         };
         ApiKey: {
@@ -2500,10 +2497,7 @@ export interface components {
                 /** @description The page size, when `pagination` gives none. */
                 limit?: number;
             };
-            /**
-             * @description Answer Server-Sent Events (stage by stage progress, then the result) instead of one JSON body.
-             * @default false
-             */
+            /** @description Answer Server-Sent Events (stage by stage progress, then the result) instead of one JSON body; an `Accept: text/event-stream` header asks for the same. */
             stream?: boolean;
         };
         RetrieverExecutionEvent: {

@@ -24,7 +24,6 @@ export const EVENT_STREAM = 'text/event-stream';
 /** `stream: true` in the body, or an `Accept` that asks for events (and not JSON first). */
 export function wantsEventStream(req: Request, stream: boolean | undefined): boolean {
   if (stream === true) return true;
-  if (stream === false) return false;
   const accept = req.get('accept');
   return accept !== undefined && req.accepts(['application/json', EVENT_STREAM]) === EVENT_STREAM && accept.includes(EVENT_STREAM);
 }
