@@ -210,8 +210,8 @@ export class RetrievalEngine {
       }
       const creditsBefore = budget.creditsUsed;
       const callsBefore = budget.inferenceCalls;
-      budget.creditsUsed += cost;
       request.signal?.throwIfAborted();
+      budget.creditsUsed += cost;
       request.observer?.stageStarted?.({
         execution_id: request.executionId, stage_name: spec.stage_name, stage_id: stage.id, stage_index: index, total_stages: prepared.length, input_count: docs.length,
       });

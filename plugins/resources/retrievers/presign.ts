@@ -7,7 +7,7 @@
  * can hold any text) is left as it is, without a URL.
  */
 import type { BlobStore } from '../../../kernel/blobs/blob-store.js';
-import { NotFoundError } from '../../../kernel/errors.js';
+import { InputError, NotFoundError } from '../../../kernel/errors.js';
 import { iso } from '../../../kernel/http/values.js';
 import type { StageDocument } from '../../../kernel/plugins.js';
 import type { DocumentSource } from '../../../kernel/retrieval/documents.js';
@@ -66,8 +66,14 @@ export class DocumentUrlSigner {
     if (this.signed >= MAX_REFERENCES || !(await this.mayRead(ref.storage_key))) return ref;
     this.signed += 1;
     const filename = typeof ref.filename === 'string' && ref.filename.length > 0 ? ref.filename : undefined;
-    const url = await this.blobs.presignGet(ref.storage_key, { expiresInSeconds: DOWNLOAD_URL_SECONDS, ...(filename ? { filename } : {}) });
-    return { ...ref, url: url.url, url_expires_at: iso(url.expiresAt) };
+    try {
+      const url = await this.blobs.presignGet(ref.storage_key, { expiresInSeconds: DOWNLOAD_URL_SECONDS, ...(filename ? { filename } : {}) });
+      return { ...ref, url: url.url, url_expires_at: iso(url.expiresAt) };
+    } catch (err) {
+      // A key no store accepts (a hand-written document can hold any text) gets no URL; the answer stands.
+      if (err instanceof InputError) return ref;
+      throw err;
+    }
   }
 
   private async mayRead(key: string): Promise<boolean> {

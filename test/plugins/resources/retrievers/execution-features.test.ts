@@ -309,6 +309,8 @@ describe('retriever execution: streaming, cursor and keyset pages, presigned URL
           title: 'photo', category: 'photos', price: 1, thumbnail,
           // A hand-written reference to a blob outside the namespace is never signed.
           forged: { storage_key: 'org_other/ns_other/bkt/secret', content_type: 'text/plain', size_bytes: 3 },
+          // A key in the namespace that no blob store accepts: no URL, and the execution still answers.
+          odd: { storage_key: `${organizationId}/${collection.namespace_id}/a\\b`, content_type: 'text/plain', size_bytes: 3 },
         },
       });
       const stages = [filterStage('photos')];
@@ -324,6 +326,7 @@ describe('retriever execution: streaming, cursor and keyset pages, presigned URL
         const fields = res.body.documents[0].payload.fields;
         expect(fields.thumbnail).toMatchObject({ ...thumbnail, url: expect.stringMatching(/^http/), url_expires_at: expect.any(String) });
         expect(fields.forged.url).toBeUndefined();
+        expect(fields.odd.url).toBeUndefined();
         const download = await fetch(fields.thumbnail.url);
         expect(download.status).toBe(200);
         expect(Buffer.from(await download.arrayBuffer()).equals(bytes)).toBe(true);
