@@ -275,6 +275,21 @@ describe('retriever execution: streaming, cursor and keyset pages, presigned URL
       await addDocument('lamp-3', 'lamps', 30);
     });
 
+    it('pages a saved retriever by keyset, and streams a recorded cursor page as one execution_complete event', async () => {
+      const first = await api('POST', '/v1/retrievers/lamps/execute', { inputs: { category: 'lamps' }, pagination: { method: 'keyset', page_size: 5 } });
+      expect(titles(first.body.documents)).toEqual(['lamp-1', 'lamp-2', 'lamp-3', 'lamp-4', 'lamp-5']);
+      const second = await api('POST', '/v1/retrievers/lamps/execute', { inputs: { category: 'lamps' }, pagination: { method: 'keyset', cursor: first.body.pagination.next_cursor } });
+      expect(titles(second.body.documents)).toEqual(['lamp-6', 'lamp-7', 'lamp-8', 'lamp-9']);
+      expect(second.body.pagination).toEqual({ method: 'keyset', next_cursor: null, has_next: false });
+
+      const snapshot = await api('POST', '/v1/retrievers/lamps/execute', { inputs: { category: 'lamps' }, pagination: { method: 'cursor', page_size: 7 } });
+      const streamed = await api('POST', '/v1/retrievers/lamps/execute', { inputs: { category: 'lamps' }, stream: true, pagination: { method: 'cursor', cursor: snapshot.body.pagination.cursor } });
+      const events = eventsOf(streamed.text);
+      expect(events.map((e) => (e === '[DONE]' ? e : e.event_type))).toEqual(['execution_complete', '[DONE]']);
+      expect(events[0]).toMatchObject({ execution_id: snapshot.body.execution_id, pagination: { method: 'cursor', cursor: null, has_next: false, page_size: 7 } });
+      expect(titles((events[0] as StreamEvent).documents!)).toEqual(['lamp-8', 'lamp-9']);
+    });
+
     it('places a keyset page by (score, document_id) when every remembered document is gone, and expires cursors', () => {
       const docs = [
         { document_id: 'doc_a', score: 0.9 }, { document_id: 'doc_c', score: 0.7 }, { document_id: 'doc_b', score: 0.7 }, { document_id: 'doc_d', score: 0.5 },
