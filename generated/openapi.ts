@@ -1403,6 +1403,11 @@ export interface components {
                 [key: string]: unknown;
             };
             pagination?: components["schemas"]["RetrieverPagination"];
+            /**
+             * @description When true, each returned document carries `vectors`: its stored vector for every feature of the retriever's collections it has one for, keyed by feature name (the collection's output field, as documents are written with their vectors). Synthetic results (e.g. aggregates) carry none.
+             * @default false
+             */
+            return_vectors?: boolean;
             stages: components["schemas"]["RetrieverStage"][];
         };
         ApiKey: {
@@ -2463,6 +2468,11 @@ export interface components {
                 [key: string]: unknown;
             };
             pagination?: components["schemas"]["RetrieverPagination"];
+            /**
+             * @description When true, each returned document carries `vectors`: its stored vector for every feature of the retriever's collections it has one for, keyed by feature name (the collection's output field, as documents are written with their vectors). Synthetic results (e.g. aggregates) carry none.
+             * @default false
+             */
+            return_vectors?: boolean;
         };
         RetrieverExecutionList: {
             has_next: boolean;
@@ -2558,6 +2568,10 @@ export interface components {
                 [key: string]: unknown;
             };
             score?: number;
+            /** @description With `return_vectors`, the document's stored vectors by feature name. */
+            vectors?: {
+                [key: string]: number[];
+            };
         } & {
             [key: string]: unknown;
         };

@@ -17,6 +17,7 @@ import { checkInputs, type InputSchema } from './inputs.js';
 import { paginate, type PaginationRequest, type PaginationResult } from './pagination.js';
 import { fillPlaceholders } from './placeholders.js';
 import { StageChecker, type StageSpec } from './pipeline.js';
+import { withVectors } from './vectors.js';
 
 export interface BudgetLimits {
   max_credits?: number;
@@ -44,6 +45,8 @@ export interface ExecutionRequest {
   inputs: Record<string, unknown>;
   budgetLimits: BudgetLimits;
   pagination?: PaginationRequest;
+  /** Each returned document carries its stored vectors (see vectors.ts). */
+  returnVectors?: boolean;
   log: Logger;
 }
 
@@ -154,6 +157,7 @@ export class RetrievalEngine {
       inputs,
       budget,
       principalId: request.caller.principalId,
+      resolveCollections: (identifiers) => this.collections(request.caller, request.namespace, identifiers),
       stageIndex: 0,
       log: request.log,
       container: this.container,
@@ -206,11 +210,12 @@ export class RetrievalEngine {
     if (status === 'failed') docs = [];
 
     const { page, pagination } = paginate(docs, request.pagination);
+    const returned = request.returnVectors ? await withVectors(this.documents(), request.caller, collections, page) : page;
     const duration = elapsed();
     return {
       execution_id: request.executionId,
       status,
-      documents: page,
+      documents: returned,
       result_ids: docs.map((d) => d.document_id),
       pagination,
       stage_statistics: { stages: stats, total_time_ms: round(duration), credits_used: budget.creditsUsed, inference_calls: budget.inferenceCalls },

@@ -166,7 +166,7 @@ export default defineResource({
     executeRetriever: async ({ params, body, ctx, services }) => {
       const { row, outcome } = await services
         .get(Retrievers)
-        .execute(callerFrom(ctx), namespaceOf(ctx), params.retriever_id, body?.inputs ?? {}, body?.pagination, ctx.log);
+        .execute(callerFrom(ctx), namespaceOf(ctx), params.retriever_id, body?.inputs ?? {}, body?.pagination, ctx.log, { returnVectors: body?.return_vectors === true });
       ctx.credits += outcome.budget.credits_used;
       return { status: 200, body: toResult(outcome, row) };
     },

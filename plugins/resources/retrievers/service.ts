@@ -128,7 +128,15 @@ export class RetrieverService {
   }
 
   /** Runs a saved retriever and records the execution in its history. */
-  async execute(caller: Caller, namespace: ResolvedNamespace, nameOrId: string, inputs: Record<string, unknown>, pagination: PaginationRequest | undefined, log: Logger) {
+  async execute(
+    caller: Caller,
+    namespace: ResolvedNamespace,
+    nameOrId: string,
+    inputs: Record<string, unknown>,
+    pagination: PaginationRequest | undefined,
+    log: Logger,
+    options: { returnVectors?: boolean } = {},
+  ) {
     const row = await this.get(caller.organizationId, namespace, nameOrId);
     this.checkStageVersions(row);
     const outcome = await this.engine.execute({
@@ -141,6 +149,7 @@ export class RetrieverService {
       inputs,
       budgetLimits: row.budget_limits,
       ...(pagination ? { pagination } : {}),
+      ...(options.returnVectors ? { returnVectors: true } : {}),
       log,
     });
     await this.store.insertExecution({
@@ -178,6 +187,7 @@ export class RetrieverService {
       inputs: body.inputs,
       budgetLimits: body.budget_limits ?? {},
       ...(body.pagination ? { pagination: body.pagination } : {}),
+      ...(body.return_vectors ? { returnVectors: true } : {}),
       log,
     });
   }
