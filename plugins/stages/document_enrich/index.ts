@@ -70,9 +70,10 @@ export default defineStage<DocumentEnrichParameters>({
     },
   },
   async run(ctx, docs, params) {
-    if (docs.length === 0) return [];
     if (!ctx.resolveCollections) throw new ServiceUnavailableError('document_enrich cannot check access to other collections in this execution');
+    // Checked even when nothing came in, so a refused collection fails whatever the data.
     const [target] = await ctx.resolveCollections([params.collection]);
+    if (docs.length === 0) return [];
     const keys = new Map<string, Key>();
     for (const doc of docs) {
       const value = readPath(doc, params.source_field);
