@@ -5,6 +5,7 @@
  * documents) and as a key whose scopes do not cover the collection a stage joins from.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DocumentSource } from '../../../kernel/tokens.js';
 import { Documents } from '../../../plugins/resources/collections/index.js';
 import { CONTRACT_FEATURE_URI, contractVector, startStageWorld, type StageWorld } from '../../support/stage-contract.js';
 
@@ -108,6 +109,35 @@ describe('vector and join stages through a retriever', () => {
     for (const d of docs) {
       expect(d.payload.owner_principal).toBe('alice');
       expect(d.vectors!.text_embedding).toHaveLength(384);
+    }
+  });
+
+  it("the vector seam gives a principal only the vectors of documents it may read", async () => {
+    const source = world.t.kernel.services.get(DocumentSource);
+    const { organizationId } = world.context(null, 0);
+    const all = world.documents.map((d) => d.document_id);
+    const read = (principalId: string | null, feature: string = CONTRACT_FEATURE_URI) =>
+      source.vectors({ organizationId, collectionIds: [contractId, catalogId], feature, documentIds: all, principalId });
+    expect((await read(null)).size).toBe(12);
+    for (const principal of ['alice', 'bob']) {
+      const own = world.documents.filter((d) => d.payload!.owner_principal === principal).map((d) => d.document_id);
+      expect([...(await read(principal)).keys()].sort()).toEqual(own.sort());
+    }
+    expect((await read(null, 'tessera://text_extractor@1.0/nothing')).size).toBe(0);
+    // a feature given as such reads its own index; one nothing was written to yet has none, which is no error
+    const [feature] = await source.features(organizationId, [contractId]);
+    expect((await source.vectors({ organizationId, collectionIds: [], feature: feature!, documentIds: all, principalId: 'bob' })).size).toBe(4);
+    const unwritten = { ...feature!, index: 'v_unwritten__text_embedding' };
+    expect((await source.vectors({ organizationId, collectionIds: [], feature: unwritten, documentIds: all, principalId: null })).size).toBe(0);
+  });
+
+  it('mmr and deduplicate by embedding give a user-scoped key only its own documents', async () => {
+    for (const principal of ['alice', 'bob']) {
+      for (const next of [stage('mmr', { feature_uri: CONTRACT_FEATURE_URI, top_k: 3, lambda: 0.2 }), stage('deduplicate', { feature_uri: CONTRACT_FEATURE_URI, threshold: 0.2 })]) {
+        const docs = await execute([search, next], keys[principal]);
+        expect(docs.length).toBeGreaterThan(0);
+        for (const d of docs) expect(d.payload.owner_principal).toBe(principal);
+      }
     }
   });
 
