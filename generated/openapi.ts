@@ -1414,6 +1414,11 @@ export interface components {
              * @default false
              */
             return_presigned_urls?: boolean;
+            /**
+             * @description When true, each returned document carries `vectors`: its stored vector for every feature of the retriever's collections it has one for, keyed by feature name (the collection's output field, as documents are written with their vectors). Synthetic results (e.g. aggregates) carry none.
+             * @default false
+             */
+            return_vectors?: boolean;
             settings?: {
                 /** @description The page size, when `pagination` gives none. */
                 limit?: number;
@@ -2493,6 +2498,11 @@ export interface components {
              * @default false
              */
             return_presigned_urls?: boolean;
+            /**
+             * @description When true, each returned document carries `vectors`: its stored vector for every feature of the retriever's collections it has one for, keyed by feature name (the collection's output field, as documents are written with their vectors). Synthetic results (e.g. aggregates) carry none.
+             * @default false
+             */
+            return_vectors?: boolean;
             settings?: {
                 /** @description The page size, when `pagination` gives none. */
                 limit?: number;
@@ -2639,6 +2649,10 @@ export interface components {
                 [key: string]: unknown;
             };
             score?: number;
+            /** @description With `return_vectors`, the document's stored vectors by feature name. */
+            vectors?: {
+                [key: string]: number[];
+            };
         } & {
             [key: string]: unknown;
         };

@@ -78,6 +78,12 @@ export interface StageContext {
   budget: StageBudget;
   /** Set for user-scoped keys: stages must only return documents this principal may read. */
   principalId: string | null;
+  /**
+   * Other collections of the namespace (by id or name) a stage reads besides the retriever's own (e.g. to
+   * join from): each is checked against the caller's key scopes (`read_data`) exactly as the retriever's
+   * collections are. Absent where no caller's scopes are known: such a stage must then refuse.
+   */
+  resolveCollections?: (identifiers: readonly string[]) => Promise<RetrievalCollection[]>;
   log: Logger;
   container: Container;
   /** Aborted when the caller went away (a streaming client hung up): a long stage may stop early. */

@@ -21,11 +21,14 @@ import storage from './resources/storage/index.js';
 import usage from './resources/usage/index.js';
 import users from './resources/users/index.js';
 import retrievers from './resources/retrievers/index.js';
+import aggregate from './stages/aggregate/index.js';
 import attributeFilter from './stages/attribute_filter/index.js';
 import deduplicate from './stages/deduplicate/index.js';
+import documentEnrich from './stages/document_enrich/index.js';
 import featureSearch from './stages/feature_search/index.js';
 import groupBy from './stages/group_by/index.js';
 import limitStage from './stages/limit/index.js';
+import mmr from './stages/mmr/index.js';
 import sample from './stages/sample/index.js';
 import scoreNormalize from './stages/score_normalize/index.js';
 import sortAttribute from './stages/sort_attribute/index.js';
@@ -56,6 +59,9 @@ export default [
   deduplicate,
   groupBy,
   unwind,
+  mmr,
+  aggregate,
+  documentEnrich,
   passthroughExtractor,
   textExtractor,
   audioExtractor,

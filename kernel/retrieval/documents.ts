@@ -43,6 +43,17 @@ export interface DocumentListQuery {
   limit: number;
 }
 
+export interface DocumentVectorQuery {
+  organizationId: string;
+  /** The collections whose features a `feature_uri` is looked up in (a RetrievalFeature names its own). */
+  collectionIds: readonly string[];
+  /** A `feature_uri` (each of the collections indexing it is read) or one collection's feature. */
+  feature: string | RetrievalFeature;
+  documentIds: readonly string[];
+  /** Set for user-scoped keys: documents this principal may not read give no vector. */
+  principalId: string | null;
+}
+
 export interface DocumentSource {
   /**
    * The collections named by id or name, in the namespace, in the order given (duplicates removed). A name
@@ -53,6 +64,12 @@ export interface DocumentSource {
   list(query: DocumentListQuery): Promise<StageDocument[]>;
   /** These documents (unknown, foreign or invisible ones are absent), in the order of `documentIds`. */
   getByIds(organizationId: string, collectionIds: readonly string[], documentIds: readonly string[], principalId: string | null): Promise<StageDocument[]>;
+  /**
+   * The stored vectors of these documents for one feature, by document id. Documents without a vector
+   * for it, unknown ones and ones the principal may not read are absent; a feature no collection indexes
+   * gives an empty map.
+   */
+  vectors(query: DocumentVectorQuery): Promise<Map<string, number[]>>;
   /** The features the collections' own extractors write vectors for. */
   features(organizationId: string, collectionIds: readonly string[]): Promise<RetrievalFeature[]>;
 }

@@ -180,6 +180,7 @@ export class RetrievalEngine {
       inputs,
       budget,
       principalId: request.caller.principalId,
+      resolveCollections: (identifiers) => this.collections(request.caller, request.namespace, identifiers),
       stageIndex: 0,
       log: request.log,
       container: this.container,

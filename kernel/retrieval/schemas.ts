@@ -4,7 +4,7 @@ import type { JsonSchema } from '../json-schema.js';
 
 export const FIELD_PATH_PATTERN = '^[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z0-9_]+)*$';
 
-export const fieldPathSchema: JsonSchema = { type: 'string', minLength: 1, maxLength: 200, pattern: FIELD_PATH_PATTERN };
+export const fieldPathSchema = { type: 'string', minLength: 1, maxLength: 200, pattern: FIELD_PATH_PATTERN } as const satisfies JsonSchema;
 
 const item = { anyOf: [{ $ref: '#/$defs/filter_condition' }, { $ref: '#/$defs/filter_group' }] };
 

@@ -34,6 +34,12 @@ export interface StageContractFixtures<P> {
   valid: readonly P[];
   /** Parameters the schema must refuse. */
   invalid: readonly unknown[];
+  /**
+   * The stage returns synthetic result documents (e.g. aggregates) besides or instead of stored ones: an id
+   * no stored document has, no collection, and nothing naming a document the caller may not read. They may
+   * come out of empty input (an aggregate's count of 0).
+   */
+  synthetic?: boolean;
 }
 
 export interface StageWorld {
@@ -85,6 +91,8 @@ export async function startStageWorld(): Promise<StageWorld> {
       budget: { maxCredits: null, maxTimeMs: null, creditsUsed: 0, deadline: null, maxInferenceCalls: null, inferenceCalls: 0 },
       principalId,
       stageIndex,
+      // The world's admin may read every collection of the namespace (scope checks are the engine's, tested there).
+      resolveCollections: (identifiers) => t.kernel.services.get(DocumentSource).resolveCollections(organizationId, namespace.namespace_id, identifiers),
       log,
       container: t.kernel.container,
     }),
@@ -116,28 +124,47 @@ export function runStageContract<P>(stage: StagePlugin<P>, fixtures: StageContra
       expect(stage.description.length).toBeGreaterThan(10);
     });
 
+    const known = () => new Map(world.documents.map((d) => [d.document_id, d.collection_id]));
+    /** A synthetic result: not a stored document's id, no collection. */
+    const expectSynthetic = (doc: StageDocument) => {
+      expect(fixtures.synthetic, `unknown document ${doc.document_id}`).toBe(true);
+      expect(known().has(doc.document_id)).toBe(false);
+      expect(doc.collection_id).toBeUndefined();
+    };
+
     it('runs on empty input and invents nothing after an earlier stage', async () => {
-      expect(await stage.run(world.context(null, 1), [], params())).toEqual([]);
+      const out = await stage.run(world.context(null, 1), [], params());
+      if (fixtures.synthetic) out.forEach(expectSynthetic);
+      else expect(out).toEqual([]);
     });
 
     it('keeps document ids and collections', async () => {
-      const known = new Map(world.documents.map((d) => [d.document_id, d.collection_id]));
+      const collections = known();
       for (const stageIndex of [0, 1]) {
         const out = await stage.run(world.context(null, stageIndex), stageIndex === 0 ? [] : structuredClone(world.documents), params());
         for (const doc of out) {
-          expect(known.has(doc.document_id)).toBe(true);
-          expect(doc.collection_id).toBe(known.get(doc.document_id));
+          if (!collections.has(doc.document_id)) {
+            expectSynthetic(doc);
+            continue;
+          }
+          expect(doc.collection_id).toBe(collections.get(doc.document_id));
         }
       }
     });
 
     it("never returns another principal's document, as the first stage or later", async () => {
       for (const principal of ['alice', 'bob']) {
-        const first = await stage.run(world.context(principal, 0), [], params());
-        for (const doc of first) expect(doc.payload?.owner_principal).toBe(principal);
+        const foreign = world.documents.filter((d) => d.payload?.owner_principal !== principal).map((d) => d.document_id);
+        const check = (doc: StageDocument) => {
+          if (fixtures.synthetic && !known().has(doc.document_id)) {
+            expectSynthetic(doc);
+            const text = JSON.stringify(doc);
+            for (const id of foreign) expect(text).not.toContain(id);
+          } else expect(doc.payload?.owner_principal).toBe(principal);
+        };
+        (await stage.run(world.context(principal, 0), [], params())).forEach(check);
         const visible = world.documents.filter((d) => d.payload?.owner_principal === principal);
-        const later = await stage.run(world.context(principal, 1), structuredClone(visible), params());
-        for (const doc of later) expect(doc.payload?.owner_principal).toBe(principal);
+        (await stage.run(world.context(principal, 1), structuredClone(visible), params())).forEach(check);
       }
     });
 

@@ -120,7 +120,7 @@ export default defineResource({
     const direct = { db: services.get(DatabaseHandle).db, vectors: services.get(VectorIndex), plugins: services.get(PluginRegistry) };
     container.bind(DirectWriter).toConstantValue(new DirectDocumentWriter({ ...direct, documents }));
     container.bind(Grants).toConstantValue(new DocumentGrants({ ...direct, collections: store }));
-    container.bind(DocumentSource).toConstantValue(new CollectionDocumentSource(services.get(DatabaseHandle).db, store, services.get(PluginRegistry)));
+    container.bind(DocumentSource).toConstantValue(new CollectionDocumentSource(services.get(DatabaseHandle).db, store, services.get(PluginRegistry), services.get(VectorIndex)));
     container.bind(Collections).toConstantValue(
       new CollectionService(
         store,

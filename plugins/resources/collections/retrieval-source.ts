@@ -7,9 +7,9 @@ import type { Knex } from 'knex';
 import { NotFoundError } from '../../../kernel/errors.js';
 import { whereFilter } from '../../../kernel/filters/sql.js';
 import type { PluginRegistry, RetrievalCollection, StageDocument } from '../../../kernel/plugins.js';
-import type { DocumentListQuery, DocumentSource, RetrievalFeature } from '../../../kernel/retrieval/documents.js';
+import type { DocumentListQuery, DocumentSource, DocumentVectorQuery, RetrievalFeature } from '../../../kernel/retrieval/documents.js';
 import { featureIndexName } from '../../../kernel/vectors/naming.js';
-import type { Distance } from '../../../kernel/vectors/vector-index.js';
+import type { Distance, VectorIndex } from '../../../kernel/vectors/vector-index.js';
 import { resolveDocumentField, type DocumentRow } from './document-store.js';
 import { documentView } from './document-view.js';
 import type { CollectionRow, CollectionStore } from './store.js';
@@ -28,6 +28,7 @@ export class CollectionDocumentSource implements DocumentSource {
     private readonly db: Knex,
     private readonly collections: CollectionStore,
     private readonly plugins: PluginRegistry,
+    private readonly vectorIndex: VectorIndex,
   ) {}
 
   async resolveCollections(organizationId: string, namespaceId: string, identifiers: readonly string[]): Promise<RetrievalCollection[]> {
@@ -72,6 +73,38 @@ export class CollectionDocumentSource implements DocumentSource {
       for (const row of (await q) as DocumentRow[]) byId.set(row.document_id, toStageDocument(row, principalId));
     }
     return documentIds.flatMap((id) => (byId.has(id) ? [byId.get(id)!] : []));
+  }
+
+  async vectors(query: DocumentVectorQuery): Promise<Map<string, number[]>> {
+    const out = new Map<string, number[]>();
+    if (query.documentIds.length === 0) return out;
+    const features =
+      typeof query.feature === 'string'
+        ? (await this.features(query.organizationId, query.collectionIds)).filter((f) => f.feature_uri === query.feature)
+        : [query.feature];
+    if (features.length === 0) return out;
+    const unique = [...new Set(query.documentIds)];
+    for (let i = 0; i < unique.length; i += ID_CHUNK) {
+      // Which of these documents the caller may read, and in which collection: the principal rule in SQL.
+      const q = this.db<DocumentRow>('documents')
+        .select('document_id', 'collection_id')
+        .where({ organization_id: query.organizationId })
+        .whereIn('collection_id', [...new Set(features.map((f) => f.collection_id))])
+        .whereIn('document_id', unique.slice(i, i + ID_CHUNK));
+      this.visible(q, query.principalId);
+      const visible = (await q) as Array<Pick<DocumentRow, 'document_id' | 'collection_id'>>;
+      for (const feature of features) {
+        const ids = visible.filter((row) => row.collection_id === feature.collection_id).map((row) => row.document_id);
+        if (ids.length === 0) continue;
+        const records = await this.vectorIndex.get(feature.index, ids).catch((err: unknown) => {
+          // A feature nothing was written to yet has no index: no vectors.
+          if (err instanceof NotFoundError) return [];
+          throw err;
+        });
+        for (const record of records) out.set(record.id, Array.from(record.vector));
+      }
+    }
+    return out;
   }
 
   async features(organizationId: string, collectionIds: readonly string[]): Promise<RetrievalFeature[]> {

@@ -193,6 +193,7 @@ export default defineResource({
           inputs: body?.inputs ?? {},
           ...optional('pagination', paginationOf(body)),
           presignUrls: presignOf(body, query),
+          returnVectors: body?.return_vectors === true,
           ...streaming,
           log: ctx.log,
         });
@@ -209,6 +210,7 @@ export default defineResource({
           inputs: body.inputs,
           ...optional('pagination', paginationOf(body)),
           presignUrls: presignOf(body, query),
+          returnVectors: body?.return_vectors === true,
           ...streaming,
           log: ctx.log,
         });

@@ -13,6 +13,7 @@ import { newId } from '../../../kernel/ids.js';
 import type { BlobStore } from '../../../kernel/blobs/blob-store.js';
 import type { ExecutionCaller, ExecutionObserver, ExecutionOutcome, RetrievalEngine } from '../../../kernel/retrieval/engine.js';
 import { checkInputSchema } from '../../../kernel/retrieval/inputs.js';
+import { withVectors } from '../../../kernel/retrieval/vectors.js';
 import { digestOf, type CursorBinding, type PageCursors } from '../../../kernel/retrieval/page-cursors.js';
 import type { PaginationRequest } from '../../../kernel/retrieval/pagination.js';
 import { planPage, recordedPage, withCursor } from './paging.js';
@@ -35,6 +36,8 @@ export interface ExecuteOptions {
   pagination?: PaginationRequest;
   /** Give every stored blob the returned documents reference a fresh download URL. */
   presignUrls?: boolean;
+  /** Each returned document carries its stored vectors by feature name (kernel/retrieval/vectors.ts). */
+  returnVectors?: boolean;
   /** Told as stages start and end (streaming). */
   observer?: ExecutionObserver;
   /** Aborted when the client went away: no further stage starts. */
@@ -242,11 +245,19 @@ export class RetrieverService {
     };
   }
 
-  /** The answer's last touches: download URLs for the blobs the page's documents reference, when asked for. */
+  /**
+   * The answer's last touches, on every page however it was made (run or recorded): the documents' vectors
+   * and download URLs for the blobs they reference, when asked for.
+   */
   private async finish(outcome: ExecutionOutcome, caller: Caller, namespace: ResolvedNamespace, options: ExecuteOptions): Promise<ExecutionOutcome> {
-    if (!options.presignUrls || outcome.documents.length === 0) return outcome;
-    const signer = new DocumentUrlSigner(this.executions.blobs(), this.engine.documents(), { organizationId: caller.organizationId, namespaceId: namespace.id });
-    return { ...outcome, documents: await signer.sign(outcome.documents) };
+    if (outcome.documents.length === 0) return outcome;
+    let documents = outcome.documents;
+    if (options.returnVectors) documents = await withVectors(this.engine.documents(), caller, outcome.collection_ids, documents);
+    if (options.presignUrls) {
+      const signer = new DocumentUrlSigner(this.executions.blobs(), this.engine.documents(), { organizationId: caller.organizationId, namespaceId: namespace.id });
+      documents = await signer.sign(documents);
+    }
+    return documents === outcome.documents ? outcome : { ...outcome, documents };
   }
 
   /** A saved pipeline runs only with the stage versions it was built with: a new version never changes it silently. */
