@@ -12,6 +12,7 @@ import textExtractor from './extractors/text_extractor/index.js';
 import videoExtractor from './extractors/video_extractor/index.js';
 import hashedNgramText from './models/hashed-ngram-text/index.js';
 import imageDescriptor from './models/image-descriptor/index.js';
+import lexicalReranker from './models/lexical-reranker/index.js';
 import logMelAudio from './models/log-mel-audio/index.js';
 import onnxModels from './models/onnx/index.js';
 import paddleOcr from './models/paddle-ocr/index.js';
@@ -66,6 +67,7 @@ export default [
   imageDescriptor,
   logMelAudio,
   paddleOcr,
+  lexicalReranker,
   // One model per folder of TESSERA_MODEL_DIR (none when it is unset).
   ...onnxModels,
 ];
