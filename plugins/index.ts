@@ -31,6 +31,7 @@ import sample from './stages/sample/index.js';
 import scoreNormalize from './stages/score_normalize/index.js';
 import sortAttribute from './stages/sort_attribute/index.js';
 import sortRelevance from './stages/sort_relevance/index.js';
+import rerank from './stages/rerank/index.js';
 import textSearch from './stages/text_search/index.js';
 import unwind from './stages/unwind/index.js';
 
@@ -57,6 +58,7 @@ export default [
   deduplicate,
   groupBy,
   unwind,
+  rerank,
   passthroughExtractor,
   textExtractor,
   audioExtractor,
