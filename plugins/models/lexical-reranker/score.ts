@@ -77,9 +77,16 @@ function coverage(query: readonly string[], index: Map<string, number[]>, length
 function phrase(query: readonly string[], passage: readonly string[], index: Map<string, number[]>): { bigrams: number; exact: boolean } {
   if (query.length < 2) return { bigrams: 0, exact: false };
   let found = 0;
+  const sets = new Map<string, Set<number>>();
+  const positionsOf = (term: string): Set<number> => {
+    let set = sets.get(term);
+    if (!set) sets.set(term, (set = new Set(index.get(term) ?? [])));
+    return set;
+  };
   for (let i = 0; i + 1 < query.length; i++) {
-    const next = index.get(query[i + 1]!);
-    if (next && (index.get(query[i]!) ?? []).some((p) => next.includes(p + 1))) found++;
+    // Set lookups keep a repetitive passage and query linear (no positions × positions scan).
+    const next = positionsOf(query[i + 1]!);
+    if (next.size > 0 && (index.get(query[i]!) ?? []).some((p) => next.has(p + 1))) found++;
   }
   const bigrams = found / (query.length - 1);
   let exact = false;

@@ -56,3 +56,11 @@ describe('lexical-reranker', () => {
     await expect(model.infer([{ query: 'x' } as never])).rejects.toThrow(/query and a document/);
   });
 });
+
+describe('lexical-reranker bounds', () => {
+  it('scores the most repetitive query and passage it accepts (work is bounded by term counts)', () => {
+    const score = lexicalScore('a '.repeat(10_000), 'a '.repeat(100_000));
+    expect(score).toBeGreaterThan(0);
+    expect(Number.isFinite(score)).toBe(true);
+  });
+});
