@@ -12,6 +12,7 @@ import textExtractor from './extractors/text_extractor/index.js';
 import videoExtractor from './extractors/video_extractor/index.js';
 import hashedNgramText from './models/hashed-ngram-text/index.js';
 import imageDescriptor from './models/image-descriptor/index.js';
+import lexicalReranker from './models/lexical-reranker/index.js';
 import logMelAudio from './models/log-mel-audio/index.js';
 import onnxModels from './models/onnx/index.js';
 import paddleOcr from './models/paddle-ocr/index.js';
@@ -33,6 +34,7 @@ import sample from './stages/sample/index.js';
 import scoreNormalize from './stages/score_normalize/index.js';
 import sortAttribute from './stages/sort_attribute/index.js';
 import sortRelevance from './stages/sort_relevance/index.js';
+import rerank from './stages/rerank/index.js';
 import textSearch from './stages/text_search/index.js';
 import unwind from './stages/unwind/index.js';
 
@@ -62,6 +64,7 @@ export default [
   mmr,
   aggregate,
   documentEnrich,
+  rerank,
   passthroughExtractor,
   textExtractor,
   audioExtractor,
@@ -72,6 +75,7 @@ export default [
   imageDescriptor,
   logMelAudio,
   paddleOcr,
+  lexicalReranker,
   // One model per folder of TESSERA_MODEL_DIR (none when it is unset).
   ...onnxModels,
 ];

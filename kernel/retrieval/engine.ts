@@ -12,6 +12,7 @@ import { scopesAllow, type ResourceScope } from '../auth/scopes.js';
 import { ApiError, NotAllowedError, RequestValidationError, ServiceUnavailableError } from '../errors.js';
 import type { PluginRegistry, RetrievalCollection, StageBudget, StageContext, StageDocument } from '../plugins.js';
 import { DocumentSource } from '../tokens.js';
+import { BudgetExceededError, type StageLimitName } from './budget.js';
 import type { DocumentSource as DocumentSourceShape } from './documents.js';
 import { checkInputs, type InputSchema } from './inputs.js';
 import { paginate, type KeysetPosition, type PageContinuation, type PaginationRequest, type PaginationResult } from './pagination.js';
@@ -223,10 +224,17 @@ export class RetrievalEngine {
         stats[spec.stage_name] = { ...base, status: 'completed', output_count: out.length };
         docs = out;
       } catch (err) {
-        const message = this.messageOf(err, request.log, spec.stage_name);
-        error = `Stage '${spec.stage_name}' (${stage.id}) failed: ${message}`;
-        status = 'failed';
-        stats[spec.stage_name] = { ...base, status: 'failed', error: message };
+        if (err instanceof BudgetExceededError) {
+          // The stage stopped before a call that would pass a limit: what was found before it is the result.
+          status = 'budget_exceeded';
+          exceeded = { limit: this.limitName(err.limit, limits), value: err.value, used: err.used, stopped_before: spec.stage_name };
+          stats[spec.stage_name] = { ...base, status: 'skipped' };
+        } else {
+          const message = this.messageOf(err, request.log, spec.stage_name);
+          error = `Stage '${spec.stage_name}' (${stage.id}) failed: ${message}`;
+          status = 'failed';
+          stats[spec.stage_name] = { ...base, status: 'failed', error: message };
+        }
       }
       const entry = stats[spec.stage_name]!;
       entry.duration_ms = round(performance.now() - s0);
@@ -290,6 +298,13 @@ export class RetrievalEngine {
       return hit('max_inference_calls', budget.maxInferenceCalls, budget.inferenceCalls);
     }
     return null;
+  }
+
+  /** The limit a stage's deadline stop names: whichever time limit set the deadline. */
+  private limitName(limit: StageLimitName, limits: BudgetLimits): BudgetLimitName {
+    if (limit !== 'max_time_ms') return limit;
+    const { max_time_ms: time, max_execution_time_ms: execution } = limits;
+    return typeof execution === 'number' && (typeof time !== 'number' || execution < time) ? 'max_execution_time_ms' : 'max_time_ms';
   }
 
   /** What a failed stage reports: typed errors say what went wrong; anything else is logged, not shown. */

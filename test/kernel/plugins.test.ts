@@ -86,9 +86,9 @@ describe('PluginRegistry', () => {
     const registry = new PluginRegistry();
     for (const plugin of builtins) registry.add(plugin, 'builtin');
     expect(registry.resources.map((r) => r.name).sort()).toEqual(['api-keys', 'audit-log', 'batches', 'buckets', 'collections', 'health', 'namespaces', 'retrievers', 'storage', 'usage', 'users']);
-    expect([...registry.stages.keys()].sort()).toEqual(['attribute_filter', 'deduplicate', 'feature_search', 'group_by', 'limit', 'sample', 'score_normalize', 'sort_attribute', 'sort_relevance', 'text_search', 'unwind']);
+    expect([...registry.stages.keys()].sort()).toEqual(['attribute_filter', 'deduplicate', 'feature_search', 'group_by', 'limit', 'rerank', 'sample', 'score_normalize', 'sort_attribute', 'sort_relevance', 'text_search', 'unwind']);
     expect([...registry.extractors.keys()].sort()).toEqual(['audio_extractor', 'image_extractor', 'passthrough_extractor', 'pdf_extractor', 'text_extractor', 'video_extractor']);
-    expect([...registry.models.keys()].sort()).toEqual(['hashed-ngram-text', 'image-descriptor', 'log-mel-audio', 'paddle-ocr']);
+    expect([...registry.models.keys()].sort()).toEqual(['hashed-ngram-text', 'image-descriptor', 'lexical-reranker', 'log-mel-audio', 'paddle-ocr']);
   });
 
   it('rejects a duplicate resource name, naming where the duplicate came from', () => {

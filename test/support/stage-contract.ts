@@ -49,9 +49,18 @@ export interface StageWorld {
   context(principalId: string | null, stageIndex: number): StageContext;
 }
 
+export interface StageWorldOptions {
+  /** Model plugin modules for one spawned inference worker (stages that call models). */
+  inferencePlugins?: readonly string[];
+}
+
 /** Starts the contract world (one kernel per test file; stop it with `world.t.stop()`). */
-export async function startStageWorld(): Promise<StageWorld> {
-  const t = await startTestKernel({ config: { runTasks: false } });
+export async function startStageWorld(options: StageWorldOptions = {}): Promise<StageWorld> {
+  const t = await startTestKernel(
+    options.inferencePlugins
+      ? { inferencePlugins: options.inferencePlugins, config: { runTasks: false, inferenceWorkers: 1 } }
+      : { config: { runTasks: false } },
+  );
   const organizationId = (await t.client().GET('/v1/me', {})).data!.organization.organization_id;
   const namespace = (await t.client().POST('/v1/namespaces', { body: { namespace_name: 'contract' } })).data!;
   const api = (method: string, path: string, body: unknown) => t.request(method, path, { key: t.adminKey, headers: { 'X-Namespace': 'contract' }, body });
@@ -101,13 +110,13 @@ export async function startStageWorld(): Promise<StageWorld> {
 
 const ids = (docs: readonly StageDocument[]) => docs.map((d) => d.document_id);
 
-export function runStageContract<P>(stage: StagePlugin<P>, fixtures: StageContractFixtures<P>): void {
+export function runStageContract<P>(stage: StagePlugin<P>, fixtures: StageContractFixtures<P>, worldOptions: StageWorldOptions = {}): void {
   describe(`stage contract: ${stage.id}`, () => {
     let world: StageWorld;
     const params = () => structuredClone(fixtures.valid[0]!) as P;
 
     beforeAll(async () => {
-      world = await startStageWorld();
+      world = await startStageWorld(worldOptions);
     }, 120_000);
     afterAll(async () => {
       await world?.t.stop();

@@ -27,6 +27,8 @@ import {
   type AudioModelSpec,
   type CommonSpec,
   type EmbedTask,
+  type OnnxTask,
+  type RerankModelSpec,
   type ImageModelSpec,
   type InputRole,
   type ModelManifest,
@@ -125,13 +127,23 @@ class FolderReader {
     return this.signature.inputs.find((i) => i.name === name);
   }
 
-  task(): EmbedTask {
+  task(): OnnxTask {
     if (this.manifest.task) return this.manifest.task;
-    const tasks = (Object.keys(PRIMARY_INPUT) as EmbedTask[]).filter((t) => this.graphInput(PRIMARY_INPUT[t]));
+    const embedTasks: EmbedTask[] = ['embed_text', 'embed_image', 'embed_audio'];
+    const tasks = embedTasks.filter((t) => this.graphInput(PRIMARY_INPUT[t]));
     if (tasks.length !== 1) {
       this.fail(`cannot tell the task from the graph inputs (${this.inputList()}): set "task" in ${MANIFEST_FILE}`);
     }
+    // Token inputs and one or two numbers per row out: a cross-encoder's logits, not an embedding.
+    if (tasks[0] === 'embed_text' && this.looksLikeLogits()) return 'rerank';
     return tasks[0]!;
+  }
+
+  private looksLikeLogits(): boolean {
+    const output = this.signature.outputs.find((o) => o.name === (this.manifest.output ?? this.signature.outputs[0]!.name));
+    const shape = output?.shape;
+    if (!shape) return false;
+    return shape.length === 1 || (shape.length === 2 && (shape[1] === 1 || shape[1] === 2));
   }
 
   inputList(): string {
@@ -142,7 +154,7 @@ class FolderReader {
    * The graph tensor for each role of `task`: the manifest's name or the role's own name. The primary
    * role must exist; others are fed only when the graph has them; every graph input must have a role.
    */
-  resolveInputs(task: EmbedTask): Map<InputRole, string | null> {
+  resolveInputs(task: OnnxTask): Map<InputRole, string | null> {
     const named = this.manifest.inputs ?? {};
     const roles: readonly InputRole[] = INPUT_ROLES[task];
     for (const role of Object.keys(named)) {
@@ -319,6 +331,61 @@ function audioSpec(reader: FolderReader): AudioModelSpec {
   };
 }
 
+function rerankSpec(reader: FolderReader): RerankModelSpec {
+  const { manifest } = reader;
+  // Token inputs, tokenizer and lengths exactly as a text model reads them.
+  const inputs = reader.resolveInputs('rerank');
+  const ints = [ELEM_TYPE.int64, ELEM_TYPE.int32];
+  for (const tensor of inputs.values()) if (tensor) reader.requireElemType(tensor, ints, 'token inputs must be int64 or int32');
+  const tokenizerFile = path.join(reader.folder, TOKENIZER_FILE);
+  if (!existsSync(tokenizerFile)) reader.fail(`a rerank model needs ${TOKENIZER_FILE} beside the model`);
+  const tokenizerConfig = readOptionalJsonObject(reader.folder, TOKENIZER_CONFIG_FILE);
+  const inputIds = inputs.get('input_ids')!;
+  const sequenceDim = reader.graphInput(inputIds)?.shape?.[1];
+  const configured = numberOr(tokenizerConfig.model_max_length, undefined);
+  const fixedLength = typeof sequenceDim === 'number' ? sequenceDim : null;
+  const wanted =
+    manifest.max_length ??
+    (configured !== undefined && configured >= 2 && configured < UNBOUNDED_MAX_LENGTH ? Math.floor(configured) : undefined) ??
+    fixedLength ??
+    DEFAULT_MAX_LENGTH;
+  const output = reader.output();
+  const shape = output.shape;
+  if (shape && shape.length !== 1 && shape.length !== 2) {
+    reader.fail(`output '${output.name}' has rank ${shape.length}; a rerank model gives [batch] or [batch, classes] logits`);
+  }
+  const classes = shape?.length === 2 && typeof shape[1] === 'number' ? shape[1] : null;
+  // The positive class of a two-class head is column 1 (a single-logit head has only column 0).
+  const positiveIndex = manifest.positive_index ?? 1;
+  if (classes !== null && classes > 1 && positiveIndex >= classes) {
+    reader.fail(`positive_index ${positiveIndex} is outside output '${output.name}', which has ${classes} column(s)`);
+  }
+  for (const field of ['dims', 'pooling', 'normalize'] as const) {
+    if (manifest[field] !== undefined) reader.fail(`"${field}" is for embedding models; a rerank model gives one score per pair`);
+  }
+  return {
+    task: 'rerank',
+    name: reader.name(),
+    description: manifest.description,
+    folder: reader.folder,
+    modelFile: reader.modelFile,
+    output: output.name,
+    inputs: {
+      inputIds,
+      attentionMask: inputs.get('attention_mask') ?? null,
+      tokenTypeIds: inputs.get('token_type_ids') ?? null,
+      positionIds: inputs.get('position_ids') ?? null,
+    },
+    tokenizerFile,
+    tokenizerConfig,
+    maxLength: fixedLength === null ? wanted : Math.min(wanted, fixedLength),
+    fixedLength,
+    padTokenId: manifest.pad_token_id ?? null,
+    positiveIndex,
+    sigmoid: manifest.sigmoid ?? false,
+  };
+}
+
 /** Reads and checks one model folder; throws ModelFolderError naming it when it cannot be served. */
 export function readModelFolder(folder: string): OnnxModelSpec {
   const reader = new FolderReader(path.resolve(folder));
@@ -329,5 +396,7 @@ export function readModelFolder(folder: string): OnnxModelSpec {
       return imageSpec(reader);
     case 'embed_audio':
       return audioSpec(reader);
+    case 'rerank':
+      return rerankSpec(reader);
   }
 }

@@ -14,7 +14,8 @@
  *
  * tessera-model.json (every field optional; see ./manifest.ts for precedence and defaults):
  *   name         plugin name, default `onnx-<folder>` (must match /^[a-z][a-z0-9_-]{1,63}$/)
- *   task         embed_text | embed_image | embed_audio (default: from the graph's input_ids / pixel_values / input_values)
+ *   task         embed_text | embed_image | embed_audio | rerank (default: from the graph's input_ids / pixel_values /
+ *                input_values; token inputs with [batch], [batch, 1] or [batch, 2] logits out are a rerank model)
  *   model_file   the .onnx file inside the folder (default model.onnx)
  *   dims         vector size (default: the last dimension of the output in the graph)
  *   output       the graph output to embed from (default: the graph's first output)
@@ -28,25 +29,29 @@
  *   channel_order (rgb|bgr), layout            shape, 224, mean 0 / std 1 on 0..1 pixels, rgb, nchw, cover)
  *   (nchw|nhwc), resize (cover|fill)
  *   sample_rate, normalize_audio, max_seconds  audio (defaults: preprocessor_config.json, 16000, false, 30)
+ *   positive_index, sigmoid                   rerank: the logit column of a multi-class head (default 1; a single
+ *                                              logit is used as is) and whether to squash it to 0..1 (default false)
  *
  * A folder that cannot be served (bad manifest, missing tokenizer, tensor names the graph lacks, an
  * unknown output size) fails the import with a ModelFolderError naming the folder. The graph is read
  * from the file's header without loading weights; onnxruntime, the tokenizer and sharp load in load(),
  * inside inference workers only (CPU, one intra-op thread per worker process).
  *
- * Output per input: an L2-normalised `number[]` of `dims` values.
+ * Output per input: an L2-normalised `number[]` of `dims` values; for a rerank model (a cross-encoder
+ * reading each (query, passage) pair through the tokenizer's pair template, see ./rerank.ts) one score.
  */
 import { readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { isModelFolder, readModelFolder } from './folder.js';
 import { ModelFolderError, type OnnxModelSpec } from './manifest.js';
-import { createOnnxModel, type OnnxModelPlugin } from './model.js';
+import { createOnnxModel, type AnyOnnxModelPlugin } from './model.js';
 
 export { ModelFolderError, MANIFEST_FILE, MANIFEST_SCHEMA } from './manifest.js';
 export { defaultModelName, readModelFolder } from './folder.js';
-export type { AudioModelSpec, ImageModelSpec, ModelManifest, OnnxModelSpec, Pooling, TextModelSpec } from './manifest.js';
+export type { AudioModelSpec, EmbedModelSpec, ImageModelSpec, ModelManifest, OnnxModelSpec, Pooling, RerankModelSpec, TextModelSpec } from './manifest.js';
 export { createOnnxModel } from './model.js';
-export type { OnnxModelInput, OnnxModelPlugin } from './model.js';
+export type { AnyOnnxModelPlugin, OnnxModelInput, OnnxModelPlugin, OnnxRerankerPlugin } from './model.js';
+export { createPairEncoder } from './rerank.js';
 export { readGraphSignature } from './graph-signature.js';
 export type { GraphSignature, TensorSignature } from './graph-signature.js';
 export { normaliseWaveform, resampleLinear } from './audio.js';
@@ -85,9 +90,9 @@ export function readModelDirectory(dir: string): OnnxModelSpec[] {
 }
 
 /** One model plugin per folder under `dir` (none when `dir` is unset or missing). */
-export function createOnnxModels(dir: string | undefined): OnnxModelPlugin[] {
+export function createOnnxModels(dir: string | undefined): AnyOnnxModelPlugin[] {
   if (!dir) return [];
-  return readModelDirectory(dir).map(createOnnxModel);
+  return readModelDirectory(dir).map((spec) => createOnnxModel(spec));
 }
 
 // The one place this plugin reads the environment: the module is imported by both the API process (to

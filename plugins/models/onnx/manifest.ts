@@ -25,6 +25,8 @@ export const DEFAULT_SAMPLE_RATE = 16_000;
 export const DEFAULT_MAX_SECONDS = 30;
 
 export type EmbedTask = 'embed_text' | 'embed_image' | 'embed_audio';
+/** Embedding models, and cross-encoders that score (query, passage) pairs (`rerank`). */
+export type OnnxTask = EmbedTask | 'rerank';
 export type Pooling = 'mean' | 'cls' | 'none';
 
 /** The tensors the plugin knows how to feed, by role; `inputs` in the manifest renames them. */
@@ -32,21 +34,23 @@ export const INPUT_ROLES = {
   embed_text: ['input_ids', 'attention_mask', 'token_type_ids', 'position_ids'],
   embed_image: ['pixel_values'],
   embed_audio: ['input_values', 'attention_mask'],
-} as const satisfies Record<EmbedTask, readonly string[]>;
-export type InputRole = (typeof INPUT_ROLES)[EmbedTask][number];
+  rerank: ['input_ids', 'attention_mask', 'token_type_ids', 'position_ids'],
+} as const satisfies Record<OnnxTask, readonly string[]>;
+export type InputRole = (typeof INPUT_ROLES)[OnnxTask][number];
 
 /** The role that identifies a task's graph (and must be present). */
-export const PRIMARY_INPUT: Record<EmbedTask, InputRole> = {
+export const PRIMARY_INPUT: Record<OnnxTask, InputRole> = {
   embed_text: 'input_ids',
   embed_image: 'pixel_values',
   embed_audio: 'input_values',
+  rerank: 'input_ids',
 };
 
 /** `tessera-model.json`, as a user writes it (every field optional). */
 export interface ModelManifest {
   name?: string;
   description?: string;
-  task?: EmbedTask;
+  task?: OnnxTask;
   model_file?: string;
   dims?: number;
   output?: string;
@@ -64,6 +68,8 @@ export interface ModelManifest {
   sample_rate?: number;
   normalize_audio?: boolean;
   max_seconds?: number;
+  positive_index?: number;
+  sigmoid?: boolean;
 }
 
 const positive = { type: 'number', exclusiveMinimum: 0 } as const;
@@ -76,7 +82,7 @@ export const MANIFEST_SCHEMA = {
   properties: {
     name: { type: 'string', pattern: MODEL_NAME.source },
     description: { type: 'string' },
-    task: { enum: ['embed_text', 'embed_image', 'embed_audio'] },
+    task: { enum: ['embed_text', 'embed_image', 'embed_audio', 'rerank'] },
     model_file: { type: 'string', minLength: 1 },
     dims: { type: 'integer', minimum: 1 },
     output: tensorName,
@@ -103,6 +109,8 @@ export const MANIFEST_SCHEMA = {
     sample_rate: { type: 'integer', minimum: 1000 },
     normalize_audio: { type: 'boolean' },
     max_seconds: positive,
+    positive_index: { type: 'integer', minimum: 0 },
+    sigmoid: { type: 'boolean' },
   },
 } as const;
 
@@ -163,4 +171,27 @@ export interface AudioModelSpec extends CommonSpec {
   maxSamples: number;
 }
 
-export type OnnxModelSpec = TextModelSpec | ImageModelSpec | AudioModelSpec;
+/**
+ * A cross-encoder: (query, passage) pairs tokenized together (segment ids where the graph takes them) →
+ * one logit per pair: the single logit of a [batch, 1] (or [batch]) output, or the `positiveIndex` column
+ * of a [batch, classes] one; `sigmoid` maps it to 0..1.
+ */
+export interface RerankModelSpec {
+  task: 'rerank';
+  name: string;
+  description: string | undefined;
+  folder: string;
+  modelFile: string;
+  output: string;
+  inputs: TextModelSpec['inputs'];
+  tokenizerFile: string;
+  tokenizerConfig: Record<string, unknown>;
+  maxLength: number;
+  fixedLength: number | null;
+  padTokenId: number | null;
+  positiveIndex: number;
+  sigmoid: boolean;
+}
+
+export type EmbedModelSpec = TextModelSpec | ImageModelSpec | AudioModelSpec;
+export type OnnxModelSpec = EmbedModelSpec | RerankModelSpec;

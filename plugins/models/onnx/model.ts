@@ -1,22 +1,27 @@
 /** One model plugin per resolved folder spec: a memoised load() and an infer() per task. */
-import type { AudioClipInput } from '../../../kernel/inference/model-io.js';
+import type { AudioClipInput, RerankInput } from '../../../kernel/inference/model-io.js';
 import { defineModel, type ModelPlugin } from '../../../kernel/plugins.js';
 import { createAudioRunner } from './audio.js';
 import { createImageRunner } from './image.js';
-import type { OnnxModelSpec } from './manifest.js';
+import type { EmbedModelSpec, OnnxModelSpec, RerankModelSpec } from './manifest.js';
+import { createRerankRunner } from './rerank.js';
 import { createTextRunner } from './text.js';
 
-/** What the model's task receives per item (kernel/inference/model-io.ts): a text, image bytes or a clip. */
+/** What an embedding task receives per item (kernel/inference/model-io.ts): a text, image bytes or a clip. */
 export type OnnxModelInput = string | Uint8Array | AudioClipInput;
 
+/** An embedding model: one vector per input. */
 export type OnnxModelPlugin = ModelPlugin<OnnxModelInput, number[]>;
+/** A cross-encoder: one score per (query, document) pair. */
+export type OnnxRerankerPlugin = ModelPlugin<RerankInput, number>;
+export type AnyOnnxModelPlugin = OnnxModelPlugin | OnnxRerankerPlugin;
 
 interface Runner {
   load(): Promise<void>;
   embed(inputs: readonly unknown[]): Promise<number[][]>;
 }
 
-function runnerFor(spec: OnnxModelSpec): Runner {
+function runnerFor(spec: EmbedModelSpec): Runner {
   switch (spec.task) {
     case 'embed_text':
       return createTextRunner(spec);
@@ -27,18 +32,41 @@ function runnerFor(spec: OnnxModelSpec): Runner {
   }
 }
 
-/** A fresh, independent instance (its own session) for the model a folder describes. */
-export function createOnnxModel(spec: OnnxModelSpec): OnnxModelPlugin {
-  const runner = runnerFor(spec);
+/** A load() that concurrent callers share; a failed one is forgotten so the next call tries again. */
+function memoisedLoad(spec: OnnxModelSpec, load: () => Promise<void>): () => Promise<void> {
   let loading: Promise<void> | undefined;
-  const load = (): Promise<void> => {
-    // Concurrent callers share one load; a failed one is forgotten so the next call tries again.
-    loading ??= runner.load().catch((error: unknown) => {
+  return () => {
+    loading ??= load().catch((error: unknown) => {
       loading = undefined;
       throw new Error(`onnx model ${spec.name} (${spec.folder}) failed to load: ${(error as Error).message}`, { cause: error });
     });
     return loading;
   };
+}
+
+function createOnnxReranker(spec: RerankModelSpec): OnnxRerankerPlugin {
+  const runner = createRerankRunner(spec);
+  const load = memoisedLoad(spec, () => runner.load());
+  return defineModel<RerankInput, number>({
+    name: spec.name,
+    task: 'rerank',
+    load,
+    infer: async (pairs) => {
+      if (pairs.length === 0) return [];
+      await load();
+      return runner.score(pairs);
+    },
+  });
+}
+
+/** A fresh, independent instance (its own session) for the model a folder describes. */
+export function createOnnxModel(spec: EmbedModelSpec): OnnxModelPlugin;
+export function createOnnxModel(spec: RerankModelSpec): OnnxRerankerPlugin;
+export function createOnnxModel(spec: OnnxModelSpec): AnyOnnxModelPlugin;
+export function createOnnxModel(spec: OnnxModelSpec): AnyOnnxModelPlugin {
+  if (spec.task === 'rerank') return createOnnxReranker(spec);
+  const runner = runnerFor(spec);
+  const load = memoisedLoad(spec, () => runner.load());
   return defineModel<OnnxModelInput, number[]>({
     name: spec.name,
     task: spec.task,

@@ -27,7 +27,7 @@ function tokenName(value: unknown): string | undefined {
 }
 
 /** The pad id: manifest, then tokenizer_config's pad_token, tokenizer.json's padding, the usual names, else 0. */
-function resolvePadId(tokenizer: Tokenizer, tokenizerJson: Record<string, unknown>, config: Record<string, unknown>, override: number | null): number {
+export function resolvePadId(tokenizer: Tokenizer, tokenizerJson: Record<string, unknown>, config: Record<string, unknown>, override: number | null): number {
   if (override !== null) return override;
   const candidates = [tokenName(config.pad_token), '[PAD]', '<pad>'];
   const padding = tokenizerJson.padding as { pad_id?: unknown } | null | undefined;

@@ -1,7 +1,8 @@
 /**
  * feature_search: vector search over the features the retriever's collections index. Each search names a
  * feature by URI (`tessera://text_extractor@1.0/text_embedding`, as the extractor catalogue lists it) and a
- * query: `text` (embedded by the feature's own model in the inference workers), `vector`, or `document`
+ * query: `text` (embedded by the feature's own model in the inference workers), `content` (an image or
+ * audio clip as base64 or an http(s) URL, embedded the same way; see content.ts), `vector`, or `document`
  * (the stored vector of a document the caller can read: "more like this"). Results of one search across
  * collections are merged by score (same model, comparable scores); several searches are fused with
  * `rrf | dbsf | weighted | max`. A search may instead be lexical (`{text_search: {query, ...}}`, see
@@ -25,11 +26,14 @@ import { filterView, type DocumentSource as DocumentSourceShape, type RetrievalF
 import { filterDefs, filterRef } from '../../../kernel/retrieval/schemas.js';
 import { DocumentSource, Inference, VectorIndex, resolve } from '../../../kernel/tokens.js';
 import type { VectorHit } from '../../../kernel/vectors/vector-index.js';
+import { embedQueryContent, MAX_CONTENT_CHARS, readQueryContent, type QueryMedia } from './content.js';
 import { fuse, type Fusion, type RankedList } from './fusion.js';
 import { lexicalHits, lexicalQuerySchema, type LexicalQuery } from './lexical.js';
 
 export interface SearchQuery {
   text?: string;
+  /** An image or audio clip: base64 (or a data: URL) or an http(s) URL (see content.ts). */
+  content?: string;
   vector?: number[];
   document?: string;
 }
@@ -120,6 +124,8 @@ function restrictTo(ids: readonly string[]): ParsedFilter {
 class Searcher {
   private readonly documents: DocumentSourceShape;
   private readonly embedded = new Map<string, number[]>();
+  /** Each search's content, read (fetched, decoded) once however many collections it runs over. */
+  private readonly contents = new Map<number, QueryMedia>();
 
   constructor(private readonly ctx: StageContext) {
     this.documents = resolve(ctx.container, DocumentSource);
@@ -148,6 +154,21 @@ class Searcher {
       const [vector] = await this.inference().embedText(feature.model, [q.text]);
       if (!vector) throw new InputError(`model '${feature.model}' returned no vector`);
       this.embedded.set(feature.model, vector);
+      return vector;
+    }
+    if (q.content !== undefined) {
+      const where = `searches[${index}].query.content`;
+      const key = `content:${index}:${feature.model}`;
+      const cached = this.embedded.get(key);
+      if (cached) return cached;
+      let media = this.contents.get(index);
+      if (!media) {
+        media = await readQueryContent(this.ctx, q.content, where);
+        this.contents.set(index, media);
+      }
+      this.ctx.budget.inferenceCalls += 1;
+      const vector = await embedQueryContent(this.inference(), feature, media, where);
+      this.embedded.set(key, vector);
       return vector;
     }
     // `document`: its stored vector in this feature's index (when it is in this collection).
@@ -189,8 +210,8 @@ export default defineStage<FeatureSearchParameters>({
   version: '1.0',
   type: 'filter',
   description:
-    'Vector and hybrid search over the collections: each search is either a vector search (feature_uri and a query: text, vector, ' +
-    'or a document id) or a lexical one (text_search: BM25 with the text_search stage\'s query, fields, k1, b), with top_k, ' +
+    'Vector and hybrid search over the collections: each search is either a vector search (feature_uri and a query: text, ' +
+    'content (an image or audio clip as base64 or an http(s) URL), vector, or a document id) or a lexical one (text_search: BM25 with the text_search stage\'s query, fields, k1, b), with top_k, ' +
     'min_score and weight; several searches are fused (rrf, dbsf, weighted, max) into final_top_k documents. ' +
     'pre_filters (the attribute filter language) and a user-scoped key\'s principal restrict every search inside its index. ' +
     'Without searches it only filters.',
@@ -218,6 +239,12 @@ export default defineStage<FeatureSearchParameters>({
               additionalProperties: false,
               properties: {
                 text: { type: 'string', minLength: 1, maxLength: 10_000 },
+                content: {
+                  type: 'string',
+                  minLength: 1,
+                  maxLength: MAX_CONTENT_CHARS,
+                  description: 'An image or audio clip, as base64 (or a data: URL) or an http(s) URL, embedded by the feature\'s own model.',
+                },
                 vector: { type: 'array', minItems: 1, maxItems: 16_000, items: { type: 'number' } },
                 document: { type: 'string', minLength: 1, maxLength: 100 },
               },

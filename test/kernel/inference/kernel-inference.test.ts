@@ -19,7 +19,7 @@ describe('inference in the kernel', () => {
   it('serves the built-in models from a spawned worker and reports it in health', async () => {
     const inference = t.kernel.services.get(Inference);
     const models = await inference.listModels();
-    expect(models.map((m) => m.name).sort()).toEqual(['hashed-ngram-text', 'image-descriptor', 'log-mel-audio', 'paddle-ocr']);
+    expect(models.map((m) => m.name).sort()).toEqual(['hashed-ngram-text', 'image-descriptor', 'lexical-reranker', 'log-mel-audio', 'paddle-ocr']);
     const [a, b] = await inference.embedText('hashed-ngram-text', ['a lamp for the desk', 'a desk lamp']);
     expect(a).toHaveLength(384);
     expect(a!.reduce((sum, x, i) => sum + x * b![i]!, 0)).toBeGreaterThan(0.3);

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { ElemType, floatTensor, int64Tensor, modelBytes, node, valueInfo, type Dim } from './onnx-builder.js';
 import { TEXT_DIMS, TEXT_EMBEDDINGS, TYPE_EMBEDDINGS, tinyTokenizerConfig, tinyTokenizerJson } from './tiny-text.js';
 
-export { TEXT_DIMS, TEXT_VOCAB, expectedTextVector } from './tiny-text.js';
+export { TEXT_DIMS, TEXT_EMBEDDINGS, TEXT_VOCAB, TYPE_EMBEDDINGS, expectedTextVector } from './tiny-text.js';
 
 /** The tokenizer's own limit (tokenizer_config.json `model_max_length`), small so truncation is easy to test. */
 export const TEXT_MAX_LENGTH = 16;
@@ -57,6 +57,48 @@ export function tinyTextModel(options: { sequence?: number } = {}): Uint8Array {
       node('Mul', ['masked', 'masked_offset'], ['offset']),
       node('Unsqueeze', ['offset', 'last_axis'], ['offset3']),
       node('Add', ['embedded', 'offset3'], ['last_hidden_state']),
+    ],
+  });
+}
+
+/** The single-logit cross-encoder's head: animal words push the score up, money words down, segment B shows. */
+export const CROSS_ENCODER_HEAD: readonly number[] = [1, -1, 0.5, 0.2, 0.1, 0, 0.3, 0.4];
+
+/**
+ * A tiny cross-encoder: input_ids, token_type_ids, attention_mask [batch, seq] → logits [batch, classes] =
+ * Σ over real tokens of (word_embeddings[id] + type_embeddings[type]) · head, with the tiny text model's
+ * tables (./tiny-text.ts). `heads` gives one column per class (default: the single CROSS_ENCODER_HEAD).
+ */
+export function tinyCrossEncoderModel(heads: readonly (readonly number[])[] = [CROSS_ENCODER_HEAD]): Uint8Array {
+  const vocabSize = TEXT_EMBEDDINGS.length;
+  const ids: Dim[] = ['batch', 'sequence'];
+  const classes = heads.length;
+  // Row-major [TEXT_DIMS, classes]: column c is heads[c].
+  const head = Array.from({ length: TEXT_DIMS }, (_, i) => heads.map((h) => h[i]!)).flat();
+  return modelBytes({
+    name: 'tiny-cross-encoder',
+    inputs: [
+      valueInfo('input_ids', ElemType.int64, ids),
+      valueInfo('token_type_ids', ElemType.int64, ids),
+      valueInfo('attention_mask', ElemType.int64, ids),
+    ],
+    outputs: [valueInfo('logits', ElemType.float, ['batch', classes])],
+    initializers: [
+      floatTensor('word_embeddings', [vocabSize, TEXT_DIMS], TEXT_EMBEDDINGS.flat()),
+      floatTensor('type_embeddings', [2, TEXT_DIMS], TYPE_EMBEDDINGS.flat()),
+      floatTensor('head', [TEXT_DIMS, classes], head),
+      int64Tensor('last_axis', [1], [-1]),
+      int64Tensor('token_axis', [1], [1]),
+    ],
+    nodes: [
+      node('Gather', ['word_embeddings', 'input_ids'], ['words'], { axis: 0 }),
+      node('Gather', ['type_embeddings', 'token_type_ids'], ['types'], { axis: 0 }),
+      node('Add', ['words', 'types'], ['embedded']),
+      node('Cast', ['attention_mask'], ['mask'], { to: ElemType.float }),
+      node('Unsqueeze', ['mask', 'last_axis'], ['mask3']),
+      node('Mul', ['embedded', 'mask3'], ['masked']),
+      node('ReduceSum', ['masked', 'token_axis'], ['summed'], { keepdims: 0 }),
+      node('MatMul', ['summed', 'head'], ['logits']),
     ],
   });
 }
