@@ -25,7 +25,9 @@ import attributeFilter from './stages/attribute_filter/index.js';
 import deduplicate from './stages/deduplicate/index.js';
 import featureSearch from './stages/feature_search/index.js';
 import groupBy from './stages/group_by/index.js';
+import jsonTransform from './stages/json_transform/index.js';
 import limitStage from './stages/limit/index.js';
+import ragPrepare from './stages/rag_prepare/index.js';
 import sample from './stages/sample/index.js';
 import scoreNormalize from './stages/score_normalize/index.js';
 import sortAttribute from './stages/sort_attribute/index.js';
@@ -56,6 +58,8 @@ export default [
   deduplicate,
   groupBy,
   unwind,
+  jsonTransform,
+  ragPrepare,
   passthroughExtractor,
   textExtractor,
   audioExtractor,
