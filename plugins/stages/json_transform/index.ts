@@ -9,6 +9,7 @@ import {
   compileTemplate,
   describePath,
   MAX_OUTPUT_BYTES,
+  RENDER_LIMIT_MS,
   renderTemplate,
   TemplateError,
   unknownVariables,
@@ -24,7 +25,7 @@ export interface JsonTransformParameters {
 /** Payload keys a template never changes: who may read the document is not the template's to say. */
 const ACCESS_KEYS = ['owner_principal', 'grants'] as const;
 /** Rendering time one stage run may spend in all (it yields to other work between documents). */
-const STAGE_RENDER_MS = 5_000;
+const STAGE_RENDER_MS = 10_000;
 /** Render this long on the event loop at most before letting other work run. */
 const SLICE_MS = 10;
 
@@ -70,8 +71,9 @@ export default defineStage<JsonTransformParameters>({
     'and `inputs`. A leaf that is exactly one `{{ expression }}` keeps its JSON type (a number stays a number, a list a list; a missing ' +
     'value is null); other leaves render to text. With `output_field` the result goes to `payload.<output_field>`; otherwise `mode` ' +
     '`merge` (default) merges it (an object) into the payload and `replace` makes it the payload; `owner_principal` and `grants` are ' +
-    'always kept. Sandboxed: no code, no files (include/render/layout do not exist), templates at most 64 KiB, 50 ms and bounded ' +
-    `allocation per leaf, ${MAX_OUTPUT_BYTES / 1024} KiB of JSON out per document; passing a limit fails the stage with the reason. ` +
+    'always kept. Sandboxed: no code, no files (include/render/layout do not exist), templates at most 64 KiB, ' +
+    `${RENDER_LIMIT_MS} ms and bounded allocation per leaf, ${MAX_OUTPUT_BYTES / 1024} KiB of JSON out per document, ` +
+    `${STAGE_RENDER_MS / 1000} s per stage run; passing a limit fails the stage with the reason. ` +
     '`{{inputs.x}}` inside templates is Liquid, not a placeholder: input text is never spliced into a template.',
   parameters: {
     type: 'object',

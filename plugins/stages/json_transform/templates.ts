@@ -19,8 +19,11 @@ export const MAX_TEMPLATE_LEAVES = 1000;
 export const MAX_BLOCK_DEPTH = 64;
 /** Serialized output per document. */
 export const MAX_OUTPUT_BYTES = 64 * 1024;
-/** Time one leaf may render for (liquidjs checks it between template nodes). */
-export const RENDER_LIMIT_MS = 50;
+/**
+ * Time one leaf may render for (liquidjs checks it between template nodes). Wall-clock time, so it is
+ * generous: a busy machine must not fail ordinary templates; the allocation limit stops most abuse first.
+ */
+export const RENDER_LIMIT_MS = 200;
 /** Allocation units (characters, list items) one leaf's render may create. */
 export const MEMORY_LIMIT = 4_000_000;
 

@@ -127,15 +127,15 @@ describe('json_transform', () => {
     });
 
     it('lets other work run while it renders many documents', async () => {
-      const docs = Array.from({ length: 300 }, (_, i) => doc(`d${i}`, { text: 'x' }));
+      const docs = Array.from({ length: 2000 }, (_, i) => doc(`d${i}`, { text: 'x' }));
       let ranBetween = false;
       let finished = false;
       setImmediate(() => {
         ranBetween = !finished;
       });
-      const out = await run('{% for i in (1..300) %}{{ i }}{% endfor %}', docs);
+      const out = await run('{% for i in (1..20) %}{{ i }}{% endfor %}', docs);
       finished = true;
-      expect(out).toHaveLength(300);
+      expect(out).toHaveLength(2000);
       expect(ranBetween).toBe(true);
     });
   });
