@@ -3,7 +3,8 @@
  * batch_size, description}`), checked against the registered stages: the stage exists, names are unique,
  * placeholders name declared inputs, and parameters pass the stage's JSON Schema (ajv) — on definition
  * with placeholders still in (a placeholder's value is checked when it is filled, at run), and on every
- * run after filling.
+ * run after filling. A stage may add its own definition check (`check`, e.g. templates parse) and name
+ * parameters it reads `inputs` in itself (`rawParameters`), where `{{inputs.x}}` is not a placeholder.
  */
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { RequestValidationError, type FieldProblem } from '../errors.js';
