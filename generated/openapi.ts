@@ -2391,7 +2391,7 @@ export interface components {
             max_credits?: number;
             max_execution_time_ms?: number;
             max_inference_calls?: number;
-            /** @description Recorded; no stage uses a language model yet. */
+            /** @description Language-model tokens the stages that produce them (`rag_prepare`) may produce in all: such a stage fits its output into what is left, and when it has to leave content out for this limit the execution stops with `budget_exceeded` naming `max_llm_tokens`, returning what it made. */
             max_llm_tokens?: number;
             max_time_ms?: number;
         };
@@ -2401,7 +2401,7 @@ export interface components {
             /** @description The limit that stopped the execution (null when none did). */
             exceeded: {
                 /** @enum {string} */
-                limit: "max_credits" | "max_time_ms" | "max_inference_calls" | "max_execution_time_ms";
+                limit: "max_credits" | "max_time_ms" | "max_inference_calls" | "max_execution_time_ms" | "max_llm_tokens";
                 /** @description The stage that did not run. */
                 stopped_before: string | null;
                 used: number;
@@ -2409,6 +2409,8 @@ export interface components {
             } | null;
             inference_calls: number;
             limits: components["schemas"]["RetrieverBudgetLimits"];
+            /** @description Language-model tokens the stages produced (counted into `max_llm_tokens`). */
+            llm_tokens?: number;
             time_used_ms: number;
         };
         RetrieverCacheConfig: {

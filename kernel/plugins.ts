@@ -58,6 +58,15 @@ export interface StageBudget {
   maxInferenceCalls: number | null;
   /** Calls to the inference workers so far: a stage that calls them adds its own. */
   inferenceCalls: number;
+  /** `max_llm_tokens`: what stages that produce text for a language model (rag_prepare) may produce in all. */
+  maxLlmTokens?: number | null;
+  /** Language-model tokens produced so far: such a stage adds its own and never goes past `maxLlmTokens`. */
+  llmTokens?: number;
+  /**
+   * Set by a stage that left content out because `maxLlmTokens` allowed no more (not its own limits): the
+   * execution then stops with `budget_exceeded` naming `max_llm_tokens`, returning what that stage made.
+   */
+  llmLimitReached?: boolean;
 }
 
 /** A collection a retriever runs over, as stages see it. */
@@ -100,6 +109,12 @@ export interface StageDocument {
   [field: string]: unknown;
 }
 
+/** A parameter problem a stage's own check finds: where (a path inside `parameters`) and what. */
+export interface StageParameterProblem {
+  path: Array<string | number>;
+  message: string;
+}
+
 export interface StagePlugin<P = Record<string, unknown>> {
   kind: 'stage';
   id: string;
@@ -108,6 +123,16 @@ export interface StagePlugin<P = Record<string, unknown>> {
   description: string;
   /** JSON Schema of `config.parameters`, checked with ajv on create and on run. */
   parameters: JsonSchema;
+  /**
+   * Top-level parameters the engine passes as written, without filling `{{inputs.x}}` placeholders: the
+   * stage reads `inputs` itself (templates), so an input's text is never spliced into its syntax.
+   */
+  rawParameters?: readonly string[];
+  /**
+   * Checks what a JSON Schema cannot (e.g. that templates parse), when a retriever is defined and after the
+   * schema passed; placeholders outside `rawParameters` are still unfilled. Each problem is a 422.
+   */
+  check?: (params: P, definition: { inputNames: readonly string[] }) => StageParameterProblem[];
   run(ctx: StageContext, docs: StageDocument[], params: P): Promise<StageDocument[]>;
   cost?: (params: P) => number;
 }
@@ -269,6 +294,10 @@ export class PluginRegistry {
         this.requireVersion(p.version, origin);
         this.requireSchema(p.parameters, `${origin}: stage ${p.id} parameters`);
         if (typeof p.run !== 'function') throw new PluginContractError(`${origin}: stage ${p.id} has no run()`);
+        if (p.check !== undefined && typeof p.check !== 'function') throw new PluginContractError(`${origin}: stage ${p.id}'s check is not a function`);
+        if (p.rawParameters !== undefined && !(Array.isArray(p.rawParameters) && p.rawParameters.every((k) => typeof k === 'string'))) {
+          throw new PluginContractError(`${origin}: stage ${p.id}'s rawParameters must be a list of parameter names`);
+        }
         if (this.stages.has(p.id)) this.duplicate('stage', p.id, origin);
         this.stages.set(p.id, p);
         return;

@@ -28,8 +28,10 @@ import deduplicate from './stages/deduplicate/index.js';
 import documentEnrich from './stages/document_enrich/index.js';
 import featureSearch from './stages/feature_search/index.js';
 import groupBy from './stages/group_by/index.js';
+import jsonTransform from './stages/json_transform/index.js';
 import limitStage from './stages/limit/index.js';
 import mmr from './stages/mmr/index.js';
+import ragPrepare from './stages/rag_prepare/index.js';
 import sample from './stages/sample/index.js';
 import scoreNormalize from './stages/score_normalize/index.js';
 import sortAttribute from './stages/sort_attribute/index.js';
@@ -65,6 +67,8 @@ export default [
   aggregate,
   documentEnrich,
   rerank,
+  jsonTransform,
+  ragPrepare,
   passthroughExtractor,
   textExtractor,
   audioExtractor,

@@ -16,8 +16,7 @@ import { BudgetExceededError, type StageLimitName } from './budget.js';
 import type { DocumentSource as DocumentSourceShape } from './documents.js';
 import { checkInputs, type InputSchema } from './inputs.js';
 import { paginate, type KeysetPosition, type PageContinuation, type PaginationRequest, type PaginationResult } from './pagination.js';
-import { fillPlaceholders } from './placeholders.js';
-import { StageChecker, type StageSpec } from './pipeline.js';
+import { fillStageParameters, StageChecker, type StageSpec } from './pipeline.js';
 
 export interface BudgetLimits {
   max_credits?: number;
@@ -27,7 +26,7 @@ export interface BudgetLimits {
   max_llm_tokens?: number;
 }
 
-export type BudgetLimitName = 'max_credits' | 'max_time_ms' | 'max_inference_calls' | 'max_execution_time_ms';
+export type BudgetLimitName = 'max_credits' | 'max_time_ms' | 'max_inference_calls' | 'max_execution_time_ms' | 'max_llm_tokens';
 
 export interface ExecutionCaller {
   organizationId: string;
@@ -101,6 +100,8 @@ export interface ExecutionOutcome {
     credits_remaining: number | null;
     time_used_ms: number;
     inference_calls: number;
+    /** Language-model tokens stages produced (counted into `max_llm_tokens`). */
+    llm_tokens: number;
     limits: BudgetLimits;
     exceeded: { limit: BudgetLimitName; value: number; used: number; stopped_before: string | null } | null;
   };
@@ -157,7 +158,7 @@ export class RetrievalEngine {
       if (!stage) {
         throw new RequestValidationError([{ loc: ['body', 'stages', i, 'config', 'stage_id'], msg: `stage '${spec.config.stage_id}' is not registered`, type: 'unknown_stage' }]);
       }
-      const parameters = fillPlaceholders(spec.config.parameters ?? {}, inputs);
+      const parameters = fillStageParameters(stage, spec.config.parameters ?? {}, inputs);
       this.checker.checkFilled(stage, parameters, ['body', 'stages', i, 'config', 'parameters']);
       return { spec, stage, parameters };
     });
@@ -172,6 +173,8 @@ export class RetrievalEngine {
       deadline: null,
       maxInferenceCalls: limits.max_inference_calls ?? null,
       inferenceCalls: 0,
+      maxLlmTokens: limits.max_llm_tokens ?? null,
+      llmTokens: 0,
     };
     budget.deadline = budget.maxTimeMs === null ? null : Date.now() + budget.maxTimeMs;
     const ctx: StageContext = {
@@ -262,6 +265,7 @@ export class RetrievalEngine {
         credits_remaining: budget.maxCredits === null ? null : Math.max(0, budget.maxCredits - budget.creditsUsed),
         time_used_ms: round(duration),
         inference_calls: budget.inferenceCalls,
+        llm_tokens: budget.llmTokens ?? 0,
         limits,
         exceeded,
       },
@@ -296,6 +300,10 @@ export class RetrievalEngine {
     }
     if (budget.maxInferenceCalls !== null && budget.inferenceCalls > budget.maxInferenceCalls) {
       return hit('max_inference_calls', budget.maxInferenceCalls, budget.inferenceCalls);
+    }
+    const llmTokens = budget.llmTokens ?? 0;
+    if (typeof budget.maxLlmTokens === 'number' && (llmTokens > budget.maxLlmTokens || budget.llmLimitReached)) {
+      return hit('max_llm_tokens', budget.maxLlmTokens, llmTokens);
     }
     return null;
   }

@@ -3,13 +3,14 @@
  * batch_size, description}`), checked against the registered stages: the stage exists, names are unique,
  * placeholders name declared inputs, and parameters pass the stage's JSON Schema (ajv) — on definition
  * with placeholders still in (a placeholder's value is checked when it is filled, at run), and on every
- * run after filling.
+ * run after filling. A stage may add its own definition check (`check`, e.g. templates parse) and name
+ * parameters it reads `inputs` in itself (`rawParameters`), where `{{inputs.x}}` is not a placeholder.
  */
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { RequestValidationError, type FieldProblem } from '../errors.js';
 import type { PluginRegistry, StagePlugin } from '../plugins.js';
 import type { InputSchema } from './inputs.js';
-import { placeholdersIn, type PlaceholderUse } from './placeholders.js';
+import { fillPlaceholders, placeholdersIn, type PlaceholderUse } from './placeholders.js';
 
 export interface StageSpec {
   stage_name: string;
@@ -38,6 +39,19 @@ const FEATURE_URI = /^([a-z][a-z0-9+.-]*):\/\/([^@/\s]+)@([^/\s]+)\/(.+)$/;
 export function parseFeatureUri(uri: string): FeatureDependency | undefined {
   const m = FEATURE_URI.exec(uri);
   return m ? { scheme: m[1]!, extractor: m[2]!, version: m[3]!, output: m[4]! } : undefined;
+}
+
+/** The parameters in which `{{inputs.x}}` are placeholders: all but the stage's `rawParameters`. */
+function fillable(stage: StagePlugin<never>, parameters: Record<string, unknown>): Record<string, unknown> {
+  const raw = stage.rawParameters ?? [];
+  return raw.length === 0 ? parameters : Object.fromEntries(Object.entries(parameters).filter(([k]) => !raw.includes(k)));
+}
+
+/** A stage's parameters with placeholders filled from `inputs`, its `rawParameters` passed as written. */
+export function fillStageParameters(stage: StagePlugin<never>, parameters: Record<string, unknown>, inputs: Record<string, unknown>): Record<string, unknown> {
+  const filled = fillPlaceholders(fillable(stage, parameters), inputs);
+  for (const key of stage.rawParameters ?? []) if (key in parameters) filled[key] = structuredClone(parameters[key]);
+  return filled;
 }
 
 function pointerToLoc(pointer: string): Array<string | number> {
@@ -80,7 +94,7 @@ export class StageChecker {
         problems.push({ loc: [...at, 'stage_type'], msg: `stage '${stage.id}' is of type '${stage.type}', not '${spec.stage_type}'`, type: 'stage_type' });
       }
       const parameters = spec.config.parameters ?? {};
-      const uses = placeholdersIn(parameters);
+      const uses = placeholdersIn(fillable(stage, parameters));
       for (const use of uses) {
         if (!(use.input in inputSchema)) {
           problems.push({
@@ -90,7 +104,14 @@ export class StageChecker {
           });
         }
       }
-      problems.push(...this.schemaProblems(stage, structuredClone(parameters), [...at, 'config', 'parameters'], uses));
+      const candidate = structuredClone(parameters);
+      const schemaProblems = this.schemaProblems(stage, candidate, [...at, 'config', 'parameters'], uses);
+      problems.push(...schemaProblems);
+      if (schemaProblems.length === 0 && stage.check) {
+        for (const problem of stage.check(candidate as never, { inputNames: Object.keys(inputSchema) })) {
+          problems.push({ loc: [...at, 'config', 'parameters', ...problem.path], msg: `${stage.id}: ${problem.message}`, type: 'stage_check' });
+        }
+      }
       versions.push({ stage_name: spec.stage_name, stage_id: stage.id, version: stage.version });
     });
     if (problems.length > 0) throw new RequestValidationError(problems);

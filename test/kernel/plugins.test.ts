@@ -86,7 +86,7 @@ describe('PluginRegistry', () => {
     const registry = new PluginRegistry();
     for (const plugin of builtins) registry.add(plugin, 'builtin');
     expect(registry.resources.map((r) => r.name).sort()).toEqual(['api-keys', 'audit-log', 'batches', 'buckets', 'collections', 'health', 'namespaces', 'retrievers', 'storage', 'usage', 'users']);
-    expect([...registry.stages.keys()].sort()).toEqual(['attribute_filter', 'deduplicate', 'feature_search', 'group_by', 'limit', 'rerank', 'sample', 'score_normalize', 'sort_attribute', 'sort_relevance', 'text_search', 'unwind']);
+    expect([...registry.stages.keys()].sort()).toEqual(['aggregate', 'attribute_filter', 'deduplicate', 'document_enrich', 'feature_search', 'group_by', 'json_transform', 'limit', 'mmr', 'rag_prepare', 'rerank', 'sample', 'score_normalize', 'sort_attribute', 'sort_relevance', 'text_search', 'unwind']);
     expect([...registry.extractors.keys()].sort()).toEqual(['audio_extractor', 'image_extractor', 'passthrough_extractor', 'pdf_extractor', 'text_extractor', 'video_extractor']);
     expect([...registry.models.keys()].sort()).toEqual(['hashed-ngram-text', 'image-descriptor', 'lexical-reranker', 'log-mel-audio', 'paddle-ocr']);
   });
@@ -109,6 +109,14 @@ describe('PluginRegistry', () => {
     registry.add(stage('dup_stage'), 'a');
     expectContractError(() => registry.add(stage('dup_stage', { version: '2.0.0' }), 'b'), /stage named 'dup_stage' is already registered/);
     expect(registry.stages.size).toBe(1);
+  });
+
+  it("rejects a stage whose check is not a function or whose rawParameters are not parameter names", () => {
+    const registry = new PluginRegistry();
+    expectContractError(() => registry.add(stage('bad_check', { check: 'yes' }), 'a'), /bad_check's check is not a function/);
+    expectContractError(() => registry.add(stage('bad_raw', { rawParameters: 'template' }), 'a'), /bad_raw's rawParameters must be a list/);
+    registry.add(stage('good_hooks', { check: () => [], rawParameters: ['template'] }), 'a');
+    expect([...registry.stages.keys()]).toEqual(['good_hooks']);
   });
 
   it('rejects a duplicate extractor name', () => {

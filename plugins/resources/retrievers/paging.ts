@@ -105,7 +105,7 @@ export async function recordedPage(
     continuation: null,
     // Nothing ran for this page: it was read from the recorded ranking.
     stage_statistics: { stages: {}, total_time_ms: duration, credits_used: 0, inference_calls: 0 },
-    budget: { credits_used: 0, credits_remaining: null, time_used_ms: duration, inference_calls: 0, limits: budgetLimits, exceeded: null },
+    budget: { credits_used: 0, credits_remaining: null, time_used_ms: duration, inference_calls: 0, llm_tokens: 0, limits: budgetLimits, exceeded: null },
     error: null,
     collection_ids: execution.collection_ids,
     inputs: execution.inputs,
