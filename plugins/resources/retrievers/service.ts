@@ -11,6 +11,7 @@ import { ConflictError, InputError, NotFoundError, RequestValidationError } from
 import { isUniqueViolation } from '../../../kernel/http/values.js';
 import { newId } from '../../../kernel/ids.js';
 import type { ExecutionCaller, ExecutionOutcome, RetrievalEngine } from '../../../kernel/retrieval/engine.js';
+import { cacheRequestOf } from '../../../kernel/retrieval/cache.js';
 import { checkInputSchema } from '../../../kernel/retrieval/inputs.js';
 import type { PaginationRequest } from '../../../kernel/retrieval/pagination.js';
 import type { RetrieverRow, RetrieverStore } from './store.js';
@@ -131,6 +132,7 @@ export class RetrieverService {
   async execute(caller: Caller, namespace: ResolvedNamespace, nameOrId: string, inputs: Record<string, unknown>, pagination: PaginationRequest | undefined, log: Logger) {
     const row = await this.get(caller.organizationId, namespace, nameOrId);
     this.checkStageVersions(row);
+    const cache = cacheRequestOf(row.retriever_id, row.cache_config, row.cache_stage_names);
     const outcome = await this.engine.execute({
       caller,
       namespace,
@@ -141,6 +143,7 @@ export class RetrieverService {
       inputs,
       budgetLimits: row.budget_limits,
       ...(pagination ? { pagination } : {}),
+      ...(cache ? { cache } : {}),
       log,
     });
     await this.store.insertExecution({
@@ -161,6 +164,7 @@ export class RetrieverService {
       started_at: outcome.started_at,
       created_by: caller.userEmail,
       principal_id: caller.principalId,
+      cache_hit: outcome.cache_hit,
     });
     return { row, outcome };
   }
