@@ -10,7 +10,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../../kernel/clock.js';
-import { DatabaseHandle, TaskQueue } from '../../../../kernel/tokens.js';
+import { DatabaseHandle, EventBus, TaskQueue } from '../../../../kernel/tokens.js';
 import { Documents } from '../../../../plugins/resources/collections/index.js';
 import { startTestKernel, type TestKernel } from '../../../support/kernel.js';
 
@@ -233,6 +233,53 @@ describe('retriever cache', () => {
     expect(Number(((await db('retriever_cache_entries').where({ retriever_id: lampsId }).count({ n: '*' })) as Array<{ n: string | number }>)[0]!.n)).toBe(1);
   });
 
+  it('batch processing that writes documents invalidates', async () => {
+    expect((await api('POST', '/v1/buckets', { bucket_name: 'feed' })).status).toBe(201);
+    expect((await api('POST', '/v1/collections/create', {
+      collection_name: 'feed-docs', source: { type: 'bucket', bucket_id: 'feed' }, feature_extractors: [{ feature_extractor_name: 'passthrough_extractor' }],
+    })).status).toBe(201);
+    const all = { stage_name: 'all', config: { stage_id: 'attribute_filter', parameters: { filters: { AND: [{ field: 'processing_tier', operator: 'eq', value: 0 }] } } } };
+    expect((await api('POST', '/v1/retrievers', { retriever_name: 'feed', collection_identifiers: ['feed-docs'], stages: [all], cache_config: { enabled: true } })).status).toBe(201);
+    const ingest = async (key: string) => {
+      const object = await api('POST', '/v1/buckets/feed/objects', { key, blobs: [{ property: 'content', text: key }] });
+      expect(object.status, object.text).toBe(201);
+      const batch = await api('POST', '/v1/buckets/feed/batches', { object_ids: [object.body.object_id] });
+      expect((await api('POST', `/v1/buckets/feed/batches/${batch.body.batch_id}/submit`)).status).toBe(202);
+      for (let i = 0; i < 50; i++) {
+        await t.kernel.services.get(TaskQueue).drain();
+        const status = (await api('GET', `/v1/buckets/feed/batches/${batch.body.batch_id}`)).body.status as string;
+        if (status === 'COMPLETED') return;
+        expect(['PENDING', 'QUEUED', 'PROCESSING', 'IN_PROGRESS', 'DRAFT', 'SUBMITTED']).toContain(status);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      throw new Error('batch did not finish');
+    };
+    await ingest('first.txt');
+    expect((await run('feed', {})).documents).toHaveLength(1);
+    expect(hits(await run('feed', {})).all).toBe(true);
+    await ingest('second.txt');
+    const after = await run('feed', {});
+    expect(hits(after).all).toBe(false);
+    expect(after.documents).toHaveLength(2);
+  });
+
+  it('direct document writes and deletes publish document.created, document.updated and document.deleted', async () => {
+    const seen: Array<{ type: string; data: Record<string, unknown> }> = [];
+    const unsubscribe = t.kernel.services.get(EventBus).subscribe('document.*', (event) => {
+      if (event.data.collection_name === 'prices') seen.push({ type: event.type, data: event.data });
+    });
+    try {
+      const created = await api('POST', '/v1/collections/prices/documents', { key: 'ev', fields: { amount: 1 } });
+      await api('POST', '/v1/collections/prices/documents', { key: 'ev', fields: { amount: 2 } });
+      await api('DELETE', `/v1/collections/prices/documents/${created.body.document_id}`);
+      for (let i = 0; i < 100 && seen.length < 3; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(seen.map((e) => e.type)).toEqual(['document.created', 'document.updated', 'document.deleted']);
+      expect(seen[0]!.data).toMatchObject({ document_ids: [created.body.document_id], count: 1, namespace_id: products.namespace_id });
+    } finally {
+      unsubscribe();
+    }
+  });
+
   it('records hits and misses: cache_hit in execution history, hit rate on the retriever', async () => {
     const history = (await api('GET', '/v1/retrievers/lamps/executions?limit=1000')).body;
     const recorded = history.results.map((r: { cache_hit: boolean | null }) => r.cache_hit);
@@ -286,10 +333,14 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)('retriever cache shared by two A
     await a.client().POST('/v1/namespaces', { body: { namespace_name: NS } });
     await api(a, 'POST', '/v1/buckets', { bucket_name: 'src' });
     await api(a, 'POST', '/v1/collections/create', { collection_name: 'things', source: { type: 'bucket', bucket_id: 'src' } });
-    await api(a, 'POST', '/v1/collections/things/documents', { key: 'one', fields: { title: 'one', n: 1 } });
+    const one = await api(a, 'POST', '/v1/collections/things/documents', { key: 'one', fields: { title: 'one', n: 1 } });
+    expect(one.status, one.text).toBe(201);
     const created = await api(a, 'POST', '/v1/retrievers', {
       retriever_name: 'shared', collection_identifiers: ['things'],
-      stages: [{ stage_name: 'sort', config: { stage_id: 'sort_attribute', parameters: { field: 'n', direction: 'asc' } } }],
+      stages: [
+        { stage_name: 'all', config: { stage_id: 'attribute_filter', parameters: { filters: { AND: [{ field: 'n', operator: 'gte', value: 0 }] } } } },
+        { stage_name: 'sort', config: { stage_id: 'sort_attribute', parameters: { field: 'n', direction: 'asc' } } },
+      ],
       cache_config: { enabled: true, ttl_seconds: 600 },
     });
     expect(created.status, created.text).toBe(201);
