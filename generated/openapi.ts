@@ -1232,7 +1232,13 @@ export interface paths {
         put?: never;
         /**
          * Run a saved retriever with inputs; the execution is recorded in its history.
-         * @description Runs the retriever's stages in order with `inputs` (checked against its `input_schema`: a 422 names the input) and returns ranked documents, per-stage statistics, budget use and a page (`pagination`: `offset` with `limit`/`offset`, or `page_number` with `page_size`/`page_number`). A budget limit reached between stages stops the run with `status: budget_exceeded` and what was found so far; a failing stage gives `status: failed` and a readable `error` naming it. A retriever runs only with the stage versions it was built with: when this deployment runs another version of one of its stages the answer is a 409 (clone it to rebuild it). Needs the `read` permission.
+         * @description Runs the retriever's stages in order with `inputs` (checked against its `input_schema`: a 422 names the input) and returns ranked documents, per-stage statistics, budget use and a page. A budget limit reached between stages stops the run with `status: budget_exceeded` and what was found so far; a failing stage gives `status: failed` and a readable `error` naming it. A retriever runs only with the stage versions it was built with: when this deployment runs another version of one of its stages the answer is a 409 (clone it to rebuild it).
+         *
+         *     Pagination (`pagination.method`, page size from `limit`/`page_size` or `settings.limit`): `offset` and `page_number` re-run the pipeline and answer `{total, limit, offset, has_next, has_previous}`; `cursor` answers `{cursor, has_next, page_size}`: the first page's execution records its whole ranking and a later page (the same body with `pagination.cursor`) is read from that record without running anything, so documents written or deleted in between never duplicate or skip one that stays (deleted ones drop out); `keyset` answers `{next_cursor, has_next}`: every page runs the pipeline again (new documents can appear) and continues after the previous page's last documents. Cursors are opaque, expire after an hour and are bound to the organization, retriever, key principal and inputs: another's, an altered or an expired one is a 400.
+         *
+         *     Streaming: `stream: true` or `Accept: text/event-stream` answers Server-Sent Events, one `data: {json}` line per event (`stage_start`, `stage_complete` or `stage_error` per stage, then `execution_complete` with the documents and pagination, or `execution_error`), closed by `data: [DONE]`. Problems found before the run starts (inputs, unknown retriever) are ordinary JSON errors. A client that hangs up stops the run before its next stage; a streamed run that completes is recorded in the history like any other.
+         *
+         *     `return_presigned_urls` (body or query; default false here, the public endpoint defaults to true) adds `url` and `url_expires_at` to every stored blob the returned documents reference (source object blobs, thumbnails, keyframes) that belongs to this namespace. Needs the `read` permission.
          */
         post: operations["executeRetriever"];
         delete?: never;
@@ -1331,7 +1337,7 @@ export interface paths {
         put?: never;
         /**
          * Run a pipeline without saving it (no retriever and no history is kept).
-         * @description Runs stages over the named collections with the given inputs, as a saved retriever would, but saves nothing: the answer carries `X-Execution-Mode: anonymous` and `execution_metadata.retriever_persisted = false`, and no execution history is written. Inputs that break `input_schema`, and parameters that break a stage's schema once filled, are a 422 naming them; a stage failing while it runs gives `status: failed` with a readable `error`. Needs the `read` permission.
+         * @description Runs stages over the named collections with the given inputs, as a saved retriever would, but saves nothing: the answer carries `X-Execution-Mode: anonymous` and `execution_metadata.retriever_persisted = false`, and no execution history is written. Inputs that break `input_schema`, and parameters that break a stage's schema once filled, are a 422 naming them; a stage failing while it runs gives `status: failed` with a readable `error`. Pagination `offset`, `page_number` or `keyset` (every keyset page runs the pipeline again and continues after the previous page's last documents); `cursor` pagination needs a saved retriever, whose history records the ranking it pages. `stream: true` (or `Accept: text/event-stream`) answers Server-Sent Events as the saved execute does. `return_presigned_urls` (body or query, default false) adds a fresh download URL to every stored blob the returned documents reference. Needs the `read` permission.
          */
         post: operations["executeAdHocRetriever"];
         delete?: never;
@@ -1403,7 +1409,18 @@ export interface components {
                 [key: string]: unknown;
             };
             pagination?: components["schemas"]["RetrieverPagination"];
+            /**
+             * @description Add a fresh download URL to every stored blob the returned documents reference.
+             * @default false
+             */
+            return_presigned_urls?: boolean;
+            settings?: {
+                /** @description The page size, when `pagination` gives none. */
+                limit?: number;
+            };
             stages: components["schemas"]["RetrieverStage"][];
+            /** @description Answer Server-Sent Events (stage by stage progress, then the result) instead of one JSON body; an `Accept: text/event-stream` header asks for the same. */
+            stream?: boolean;
         };
         ApiKey: {
             allowed_origins: string[];
@@ -2457,6 +2474,14 @@ export interface components {
             stages: components["schemas"]["RetrieverStage"][];
             tags?: string[];
         };
+        RetrieverCursorPagination: {
+            /** @description Send it back in `pagination.cursor` for the next page; null on the last page. */
+            cursor: string | null;
+            has_next: boolean;
+            /** @enum {string} */
+            method: "cursor";
+            page_size: number;
+        };
         RetrieverDeleted: {
             deleted: boolean;
             retriever_id: string;
@@ -2474,7 +2499,42 @@ export interface components {
                 [key: string]: unknown;
             };
             pagination?: components["schemas"]["RetrieverPagination"];
+            /**
+             * @description Add a fresh download URL to every stored blob the returned documents reference.
+             * @default false
+             */
+            return_presigned_urls?: boolean;
+            settings?: {
+                /** @description The page size, when `pagination` gives none. */
+                limit?: number;
+            };
+            /** @description Answer Server-Sent Events (stage by stage progress, then the result) instead of one JSON body; an `Accept: text/event-stream` header asks for the same. */
+            stream?: boolean;
         };
+        RetrieverExecutionEvent: {
+            budget?: components["schemas"]["RetrieverBudgetUse"];
+            documents?: components["schemas"]["RetrieverResultDocument"][];
+            error?: string | null;
+            /** @enum {string} */
+            event_type: "stage_start" | "stage_complete" | "stage_error" | "execution_complete" | "execution_error";
+            execution_id: string;
+            pagination?: components["schemas"]["RetrieverResultPagination"];
+            stage_index: number | null;
+            /** @description Null on the execution events. */
+            stage_name: string | null;
+            stage_statistics?: components["schemas"]["RetrieverStageStatistics"];
+            /** @description Stage events: documents in (and, once it ended, out) and the stage's duration; execution events: documents returned and the total duration. */
+            statistics?: {
+                duration_ms?: number;
+                input_count?: number;
+                output_count?: number;
+            };
+            /** @enum {string} */
+            status?: "completed" | "failed" | "budget_exceeded";
+            total_stages: number;
+        };
+        /** @description The events, sent as Server-Sent Events: one `data: <event as JSON>` line per event, each followed by an empty line, in order `stage_start`, then `stage_complete` or `stage_error`, for each stage that runs, then `execution_complete` (status `completed` or `budget_exceeded`) or `execution_error` (status `failed`, or an error after the stream began); the stream ends with `data: [DONE]`. */
+        RetrieverExecutionEventStream: components["schemas"]["RetrieverExecutionEvent"][];
         RetrieverExecutionList: {
             has_next: boolean;
             limit: number;
@@ -2546,6 +2606,13 @@ export interface components {
         RetrieverInteractionsRequest: components["schemas"]["RetrieverInteraction"] | {
             interactions: components["schemas"]["RetrieverInteraction"][];
         };
+        RetrieverKeysetPagination: {
+            has_next: boolean;
+            /** @enum {string} */
+            method: "keyset";
+            /** @description Send it back in `pagination.cursor` for the next page; null on the last page. */
+            next_cursor: string | null;
+        };
         RetrieverList: {
             has_next: boolean;
             limit: number;
@@ -2553,13 +2620,27 @@ export interface components {
             results: components["schemas"]["RetrieverConfig"][];
             total: number;
         };
+        RetrieverOffsetPagination: {
+            has_next: boolean;
+            has_previous: boolean;
+            limit: number;
+            /** @enum {string} */
+            method: "offset" | "page_number";
+            offset: number;
+            page_number?: number;
+            page_size?: number;
+            total: number;
+            total_pages?: number;
+        };
         RetrieverPagination: {
+            /** @description `cursor` / `keyset`: the `cursor` or `next_cursor` the previous page returned (none for the first page). */
+            cursor?: string;
             limit?: number;
             /**
              * @default offset
              * @enum {string}
              */
-            method?: "offset" | "page_number";
+            method?: "offset" | "page_number" | "cursor" | "keyset";
             offset?: number;
             page_number?: number;
             page_size?: number;
@@ -2574,18 +2655,8 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
-        RetrieverResultPagination: {
-            has_next: boolean;
-            has_previous: boolean;
-            limit: number;
-            /** @enum {string} */
-            method: "offset" | "page_number";
-            offset: number;
-            page_number?: number;
-            page_size?: number;
-            total: number;
-            total_pages?: number;
-        };
+        /** @description The page, in the shape of the pagination method asked for. */
+        RetrieverResultPagination: components["schemas"]["RetrieverOffsetPagination"] | components["schemas"]["RetrieverCursorPagination"] | components["schemas"]["RetrieverKeysetPagination"];
         /** @description One stage: `config.stage_id` names a registered stage (`GET /v1/retrievers/stages`), `config.parameters` its parameters. */
         RetrieverStage: {
             /** @description Stored as given. */
@@ -2952,6 +3023,8 @@ export interface components {
         PrincipalId: string;
         /** @description The retriever's name or its `ret_` id. */
         RetrieverId: string;
+        /** @description Add a fresh download URL (`url`, `url_expires_at`) to every stored blob the returned documents reference. The body's `return_presigned_urls` says the same; either one turns it on. */
+        ReturnPresignedUrls: boolean;
         /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. Usage windows span at most 366 days (a longer one is a 400). */
         Start: string;
         UploadId: string;
@@ -5353,7 +5426,10 @@ export interface operations {
     };
     executeRetriever: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Add a fresh download URL (`url`, `url_expires_at`) to every stored blob the returned documents reference. The body's `return_presigned_urls` says the same; either one turns it on. */
+                return_presigned_urls?: components["parameters"]["ReturnPresignedUrls"];
+            };
             header: {
                 /** @description Namespace name or `ns_` id. */
                 "X-Namespace": components["parameters"]["NamespaceHeader"];
@@ -5377,6 +5453,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RetrieverExecutionResult"];
+                    "text/event-stream": components["schemas"]["RetrieverExecutionEventStream"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -5494,7 +5571,10 @@ export interface operations {
     };
     executeAdHocRetriever: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Add a fresh download URL (`url`, `url_expires_at`) to every stored blob the returned documents reference. The body's `return_presigned_urls` says the same; either one turns it on. */
+                return_presigned_urls?: components["parameters"]["ReturnPresignedUrls"];
+            };
             header: {
                 /** @description Namespace name or `ns_` id. */
                 "X-Namespace": components["parameters"]["NamespaceHeader"];
@@ -5517,6 +5597,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RetrieverExecutionResult"];
+                    "text/event-stream": components["schemas"]["RetrieverExecutionEventStream"];
                 };
             };
             400: components["responses"]["BadRequest"];

@@ -80,6 +80,8 @@ export interface StageContext {
   principalId: string | null;
   log: Logger;
   container: Container;
+  /** Aborted when the caller went away (a streaming client hung up): a long stage may stop early. */
+  signal?: AbortSignal;
 }
 
 export interface StageDocument {

@@ -33,13 +33,22 @@ type ErrorBody = components['schemas']['ErrorResponse'] | components['schemas'][
 export type HandlerReply<K extends OperationId> = {
   [S in keyof Op<K>['responses'] & number]: JsonOf<Op<K>['responses'][S]> extends ErrorBody
     ? never
-    : {
-        status: S;
-        body: JsonOf<Op<K>['responses'][S]>;
-        headers?: Record<string, string>;
-        /** For binary responses: streamed to the client instead of a JSON body. */
-        stream?: NodeJS.ReadableStream;
-      };
+    :
+        | {
+            status: S;
+            body: JsonOf<Op<K>['responses'][S]>;
+            headers?: Record<string, string>;
+            /** For binary responses: streamed to the client instead of a JSON body. */
+            stream?: NodeJS.ReadableStream;
+          }
+        | {
+            status: S;
+            body: undefined;
+            /** Must name the streamed content type (one the operation declares besides JSON, e.g. text/event-stream). */
+            headers: Record<string, string>;
+            /** The whole body, streamed to the client as it is produced. */
+            stream: NodeJS.ReadableStream;
+          };
 }[keyof Op<K>['responses'] & number];
 
 export interface HandlerInput<K extends OperationId> {

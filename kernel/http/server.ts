@@ -187,7 +187,7 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
     const reply = await handler({ params: ctx.pathParams, query: req.query, body: req.body, ctx, services, req, res });
     for (const [name, value] of Object.entries(reply.headers ?? {})) res.setHeader(name, value);
     res.status(reply.status);
-    if (reply.stream) await pipeline(reply.stream, res);
+    if (reply.stream) await pipeline(reply.stream, res).catch((err: unknown) => clientGone(err, res, ctx));
     else if (reply.body === undefined) res.end();
     else res.json(reply.body);
   }
@@ -209,6 +209,19 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
   });
 
   return app;
+}
+
+/**
+ * A streamed body the client stopped reading (it closed the connection) is not a server error: noted at
+ * info, nothing more to send. Anything else is rethrown.
+ */
+function clientGone(err: unknown, res: Response, ctx: RequestContext): void {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (code === 'ERR_STREAM_PREMATURE_CLOSE' && (res.destroyed || res.socket?.destroyed !== false)) {
+    ctx.log.info({ op: ctx.operation?.operationId }, 'client closed the connection before the streamed body ended');
+    return;
+  }
+  throw err;
 }
 
 function operationsRequiringBody(apiDocument: Record<string, unknown>): Set<OperationId> {

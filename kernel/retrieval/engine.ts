@@ -15,7 +15,7 @@ import { DocumentSource } from '../tokens.js';
 import { ExecutionCache, type CacheStorage, type CachedStageCounts, type ExecutionCacheRequest } from './cache.js';
 import type { DocumentSource as DocumentSourceShape } from './documents.js';
 import { checkInputs, type InputSchema } from './inputs.js';
-import { paginate, type PaginationRequest, type PaginationResult } from './pagination.js';
+import { paginate, type KeysetPosition, type PageContinuation, type PaginationRequest, type PaginationResult } from './pagination.js';
 import { fillPlaceholders } from './placeholders.js';
 import { StageChecker, type StageSpec } from './pipeline.js';
 
@@ -47,7 +47,28 @@ export interface ExecutionRequest {
   pagination?: PaginationRequest;
   /** Set for saved retrievers that cache (cache.ts). */
   cache?: ExecutionCacheRequest;
+  /** A keyset page: where the previous page of the same ranking ended. */
+  keysetAfter?: KeysetPosition;
   log: Logger;
+  /** Told as each stage starts and ends (streamed executions report progress through it). */
+  observer?: ExecutionObserver;
+  /** Aborted when nobody waits for the result any more (a streaming client hung up): no further stage starts. */
+  signal?: AbortSignal;
+}
+
+export interface StageStartEvent {
+  execution_id: string;
+  stage_name: string;
+  stage_id: string;
+  stage_index: number;
+  total_stages: number;
+  input_count: number;
+}
+
+export interface ExecutionObserver {
+  stageStarted?(event: StageStartEvent): void;
+  /** After each stage that ran (`statistics.status` is `completed` or `failed`). */
+  stageFinished?(event: { execution_id: string; total_stages: number; statistics: StageStatistics }): void;
 }
 
 export interface StageStatistics {
@@ -71,7 +92,11 @@ export interface ExecutionOutcome {
   documents: StageDocument[];
   /** Every final document's id, in rank order (what history records). */
   result_ids: string[];
+  /** Every final document's score (null when it has none), in the order of `result_ids`. */
+  result_scores: Array<number | null>;
   pagination: PaginationResult;
+  /** Where the next page starts (cursor and keyset pagination), when there is one. */
+  continuation: PageContinuation | null;
   stage_statistics: { stages: Record<string, StageStatistics>; total_time_ms: number; credits_used: number; inference_calls: number };
   budget: {
     credits_used: number;
@@ -87,7 +112,7 @@ export interface ExecutionOutcome {
   started_at: Date;
   duration_ms: number;
   /** Whether a cached stage output was used; null when the execution does not cache. */
-  cache_hit: boolean | null;
+  cache_hit?: boolean | null;
 }
 
 const round = (ms: number) => Math.round(ms * 1000) / 1000;
@@ -103,7 +128,8 @@ export class RetrievalEngine {
     this.checker = new StageChecker(registry);
   }
 
-  private documents(): DocumentSourceShape {
+  /** The documents retrieval reads (the collections plugin's, through the kernel seam). */
+  documents(): DocumentSourceShape {
     if (!this.container.isBound(DocumentSource)) throw new ServiceUnavailableError('No plugin provides documents to retrievers (the collections plugin is not loaded)');
     return this.container.get(DocumentSource);
   }
@@ -192,7 +218,13 @@ export class RetrievalEngine {
       if (hit && index <= hit.index) {
         // Served by the cache: nothing ran and nothing is charged.
         const recorded = hit.statistics[index];
-        stats[spec.stage_name] = { ...base, status: 'completed', input_count: recorded?.input_count ?? 0, output_count: recorded?.output_count ?? 0, cache_hit: true };
+        const served: StageStatistics = { ...base, status: 'completed', input_count: recorded?.input_count ?? 0, output_count: recorded?.output_count ?? 0, cache_hit: true };
+        stats[spec.stage_name] = served;
+        // A stream still shows every stage start and complete, in order.
+        request.observer?.stageStarted?.({
+          execution_id: request.executionId, stage_name: spec.stage_name, stage_id: stage.id, stage_index: index, total_stages: prepared.length, input_count: served.input_count,
+        });
+        request.observer?.stageFinished?.({ execution_id: request.executionId, total_stages: prepared.length, statistics: served });
         continue;
       }
       if (status !== 'completed') {
@@ -207,10 +239,15 @@ export class RetrievalEngine {
       }
       const creditsBefore = budget.creditsUsed;
       const callsBefore = budget.inferenceCalls;
+      request.signal?.throwIfAborted();
       budget.creditsUsed += cost;
+      request.observer?.stageStarted?.({
+        execution_id: request.executionId, stage_name: spec.stage_name, stage_id: stage.id, stage_index: index, total_stages: prepared.length, input_count: docs.length,
+      });
       const s0 = performance.now();
       try {
-        const out = await stage.run({ ...ctx, stageIndex: index, log: request.log.child({ stage: spec.stage_name }) }, docs, parameters as never);
+        const stageCtx: StageContext = { ...ctx, stageIndex: index, log: request.log.child({ stage: spec.stage_name }), ...(request.signal ? { signal: request.signal } : {}) };
+        const out = await stage.run(stageCtx, docs, parameters as never);
         stats[spec.stage_name] = { ...base, status: 'completed', output_count: out.length };
         docs = out;
         counts.push({ stage_name: spec.stage_name, input_count: base.input_count, output_count: out.length });
@@ -225,19 +262,22 @@ export class RetrievalEngine {
       entry.duration_ms = round(performance.now() - s0);
       entry.credits = budget.creditsUsed - creditsBefore;
       entry.inference_calls = budget.inferenceCalls - callsBefore;
+      request.observer?.stageFinished?.({ execution_id: request.executionId, total_stages: prepared.length, statistics: entry });
       // A limit passed during the last stage stops nothing more, but it is still reported.
       if (status === 'completed' && index === prepared.length - 1) exceeded = this.limitReached(budget, limits, elapsed(), 0, null, true);
     }
     if (status === 'failed') docs = [];
 
-    const { page, pagination } = paginate(docs, request.pagination);
+    const { page, pagination, continuation } = paginate(docs, request.pagination, request.keysetAfter);
     const duration = elapsed();
     return {
       execution_id: request.executionId,
       status,
       documents: page,
       result_ids: docs.map((d) => d.document_id),
+      result_scores: docs.map((d) => (typeof d.score === 'number' && Number.isFinite(d.score) ? d.score : null)),
       pagination,
+      continuation,
       stage_statistics: { stages: stats, total_time_ms: round(duration), credits_used: budget.creditsUsed, inference_calls: budget.inferenceCalls },
       budget: {
         credits_used: budget.creditsUsed,

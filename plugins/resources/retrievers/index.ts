@@ -8,8 +8,12 @@ import type { RequestContext } from '../../../kernel/http/context.js';
 import { callerOf } from '../../../kernel/http/handlers.js';
 import { iso } from '../../../kernel/http/values.js';
 import { defineResource } from '../../../kernel/plugins.js';
-import { RetrievalEngine, type ExecutionOutcome } from '../../../kernel/retrieval/engine.js';
+import { RetrievalEngine, type ExecutionObserver, type ExecutionOutcome } from '../../../kernel/retrieval/engine.js';
+import { PageCursors } from '../../../kernel/retrieval/page-cursors.js';
+import type { PaginationRequest } from '../../../kernel/retrieval/pagination.js';
 import {
+  BlobSigningSecret,
+  BlobStore,
   Clock,
   DatabaseHandle,
   Lifecycle,
@@ -25,6 +29,7 @@ import { CACHE_INVALIDATE_TASK, CACHE_SWEEP_TASK, RetrieverCacheStore, type Cach
 import { retrieverMigrations } from './migrations.js';
 import { RetrieverService, type Caller } from './service.js';
 import { RetrieverStore, type ExecutionRow, type RetrieverRow } from './store.js';
+import { streamExecution, wantsEventStream } from './streaming.js';
 
 type Schemas = components['schemas'];
 
@@ -99,6 +104,24 @@ function toResult(outcome: ExecutionOutcome, retriever: RetrieverRow | null): Sc
   };
 }
 
+type ExecuteBody = Pick<Schemas['RetrieverExecuteRequest'], 'pagination' | 'settings' | 'return_presigned_urls'>;
+
+/** The page asked for: `settings.limit` is the page size when `pagination` names none. */
+function paginationOf(body: ExecuteBody | undefined): PaginationRequest | undefined {
+  const limit = body?.settings?.limit;
+  const pagination = body?.pagination;
+  if (limit === undefined || pagination?.limit !== undefined || pagination?.page_size !== undefined) return pagination;
+  return { ...pagination, limit };
+}
+
+function presignOf(body: ExecuteBody | undefined, query: { return_presigned_urls?: boolean }): boolean {
+  return body?.return_presigned_urls === true || query.return_presigned_urls === true;
+}
+
+function optional<K extends string, V>(key: K, value: V | undefined): { [P in K]?: V } {
+  return (value === undefined ? {} : { [key]: value }) as { [P in K]?: V };
+}
+
 function namespaceOf(ctx: RequestContext) {
   if (!ctx.namespace) throw new Error('retriever routes declare X-Namespace as required');
   return ctx.namespace;
@@ -121,7 +144,9 @@ export default defineResource({
     container.bind(Cache).toConstantValue(cache);
     container.bind(RetrievalCacheInvalidation).toConstantValue(cache);
     const engine = new RetrievalEngine(services.get(PluginRegistry), container, cache);
-    container.bind(Retrievers).toConstantValue(new RetrieverService(store, engine, services.get(Clock)));
+    const clock = services.get(Clock);
+    const cursors = new PageCursors(services.get(BlobSigningSecret), clock);
+    container.bind(Retrievers).toConstantValue(new RetrieverService(store, engine, clock, { cursors, blobs: () => services.get(BlobStore) }));
   },
   setup: ({ services, log }) => {
     const store = services.get(Store);
@@ -204,17 +229,38 @@ export default defineResource({
       const row = await services.get(Retrievers).delete(callerOf(ctx).organizationId, namespaceOf(ctx), params.retriever_id);
       return { status: 200, body: { retriever_id: row.retriever_id, retriever_name: row.retriever_name, deleted: true } };
     },
-    executeRetriever: async ({ params, body, ctx, services }) => {
-      const { row, outcome } = await services
-        .get(Retrievers)
-        .execute(callerFrom(ctx), namespaceOf(ctx), params.retriever_id, body?.inputs ?? {}, body?.pagination, ctx.log);
-      ctx.credits += outcome.budget.credits_used;
-      return { status: 200, body: toResult(outcome, row) };
+    executeRetriever: async ({ params, query, body, ctx, services, req, res }) => {
+      const retrievers = services.get(Retrievers);
+      const run = async (streaming?: { observer: ExecutionObserver; signal: AbortSignal }) => {
+        const { row, outcome } = await retrievers.execute(callerFrom(ctx), namespaceOf(ctx), params.retriever_id, {
+          inputs: body?.inputs ?? {},
+          ...optional('pagination', paginationOf(body)),
+          presignUrls: presignOf(body, query),
+          ...streaming,
+          log: ctx.log,
+        });
+        ctx.credits += outcome.budget.credits_used;
+        return toResult(outcome, row);
+      };
+      if (wantsEventStream(req, body?.stream)) return streamExecution(res, ctx.log, {}, (observer, signal) => run({ observer, signal }));
+      return { status: 200, body: await run() };
     },
-    executeAdHocRetriever: async ({ body, ctx, services }) => {
-      const outcome = await services.get(Retrievers).executeAdHoc(callerFrom(ctx), namespaceOf(ctx), body, ctx.log);
-      ctx.credits += outcome.budget.credits_used;
-      return { status: 200, body: toResult(outcome, null), headers: { 'X-Execution-Mode': 'anonymous' } };
+    executeAdHocRetriever: async ({ query, body, ctx, services, req, res }) => {
+      const retrievers = services.get(Retrievers);
+      const run = async (streaming?: { observer: ExecutionObserver; signal: AbortSignal }) => {
+        const outcome = await retrievers.executeAdHoc(callerFrom(ctx), namespaceOf(ctx), body, {
+          inputs: body.inputs,
+          ...optional('pagination', paginationOf(body)),
+          presignUrls: presignOf(body, query),
+          ...streaming,
+          log: ctx.log,
+        });
+        ctx.credits += outcome.budget.credits_used;
+        return toResult(outcome, null);
+      };
+      const headers = { 'X-Execution-Mode': 'anonymous' };
+      if (wantsEventStream(req, body.stream)) return streamExecution(res, ctx.log, headers, (observer, signal) => run({ observer, signal }));
+      return { status: 200, body: await run(), headers };
     },
     recordRetrieverInteractions: async ({ params, body, ctx, services }) => {
       const interactions = 'interactions' in body ? body.interactions : [body];

@@ -77,8 +77,17 @@ export const retrieverMigrations: Migration[] = [
     },
   },
   {
+    // Cursor pagination serves later pages from the recorded ranking: the scores come with the ids.
+    name: '0004_retriever_execution_result_scores',
+    async up(db) {
+      await db.schema.alterTable('retriever_executions', (t) => {
+        t.jsonb('result_scores');
+      });
+    },
+  },
+  {
     // Result cache (cache-store.ts): entries shared by every API process, and the data versions their keys hold.
-    name: '0004_retriever_cache',
+    name: '0005_retriever_cache',
     async up(db) {
       await db.schema.createTable('retriever_cache_entries', (t) => {
         t.text('cache_key').primary();

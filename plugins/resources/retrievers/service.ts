@@ -10,10 +10,14 @@ import type { Clock } from '../../../kernel/clock.js';
 import { ConflictError, InputError, NotFoundError, RequestValidationError } from '../../../kernel/errors.js';
 import { isUniqueViolation } from '../../../kernel/http/values.js';
 import { newId } from '../../../kernel/ids.js';
-import type { ExecutionCaller, ExecutionOutcome, RetrievalEngine } from '../../../kernel/retrieval/engine.js';
+import type { BlobStore } from '../../../kernel/blobs/blob-store.js';
+import type { ExecutionCaller, ExecutionObserver, ExecutionOutcome, RetrievalEngine } from '../../../kernel/retrieval/engine.js';
 import { cacheRequestOf } from '../../../kernel/retrieval/cache.js';
 import { checkInputSchema } from '../../../kernel/retrieval/inputs.js';
+import { digestOf, type CursorBinding, type PageCursors } from '../../../kernel/retrieval/page-cursors.js';
 import type { PaginationRequest } from '../../../kernel/retrieval/pagination.js';
+import { planPage, recordedPage, withCursor } from './paging.js';
+import { DocumentUrlSigner } from './presign.js';
 import type { RetrieverRow, RetrieverStore } from './store.js';
 
 type Schemas = components['schemas'];
@@ -26,11 +30,31 @@ export interface Caller extends ExecutionCaller {
   userEmail: string | null;
 }
 
+/** How one execution is asked for, beyond the pipeline. */
+export interface ExecuteOptions {
+  inputs: Record<string, unknown>;
+  pagination?: PaginationRequest;
+  /** Give every stored blob the returned documents reference a fresh download URL. */
+  presignUrls?: boolean;
+  /** Told as stages start and end (streaming). */
+  observer?: ExecutionObserver;
+  /** Aborted when the client went away: no further stage starts. */
+  signal?: AbortSignal;
+  log: Logger;
+}
+
+/** What executions need besides the engine: page cursors and the blob store (for download URLs). */
+export interface ExecutionServices {
+  cursors: PageCursors;
+  blobs: () => BlobStore;
+}
+
 export class RetrieverService {
   constructor(
     private readonly store: RetrieverStore,
     private readonly engine: RetrievalEngine,
     private readonly clock: Clock,
+    private readonly executions: ExecutionServices,
   ) {}
 
   async get(organizationId: string, namespace: ResolvedNamespace, nameOrId: string): Promise<RetrieverRow> {
@@ -128,9 +152,24 @@ export class RetrieverService {
     return row;
   }
 
-  /** Runs a saved retriever and records the execution in its history. */
-  async execute(caller: Caller, namespace: ResolvedNamespace, nameOrId: string, inputs: Record<string, unknown>, pagination: PaginationRequest | undefined, log: Logger) {
+  /**
+   * Runs a saved retriever and records the execution in its history; a later `cursor` page is read from the
+   * recorded ranking of the execution its cursor names instead (nothing runs and nothing is recorded).
+   */
+  async execute(caller: Caller, namespace: ResolvedNamespace, nameOrId: string, options: ExecuteOptions) {
     const row = await this.get(caller.organizationId, namespace, nameOrId);
+    const binding: CursorBinding = {
+      organizationId: caller.organizationId, namespaceId: namespace.id, retriever: row.retriever_id, principalId: caller.principalId, inputs: options.inputs,
+    };
+    const plan = planPage(this.executions.cursors, options.pagination, binding, true);
+    if (plan.kind === 'recorded') {
+      const execution = await this.store.findExecution(row.retriever_id, plan.position.executionId, caller.principalId);
+      if (!execution || execution.organization_id !== caller.organizationId) {
+        throw new InputError(`The execution pagination.cursor pages no longer exists: request the first page again`, { execution_id: plan.position.executionId });
+      }
+      const outcome = await recordedPage(this.engine.documents(), this.executions.cursors, execution, plan.position, binding, row.budget_limits);
+      return { row, outcome: await this.finish(outcome, caller, namespace, options) };
+    }
     this.checkStageVersions(row);
     const cache = cacheRequestOf(row.retriever_id, row.cache_config, row.cache_stage_names);
     const outcome = await this.engine.execute({
@@ -140,11 +179,10 @@ export class RetrieverService {
       collectionIdentifiers: row.collection_ids,
       inputSchema: row.input_schema as never,
       stages: row.stages,
-      inputs,
+      inputs: options.inputs,
       budgetLimits: row.budget_limits,
-      ...(pagination ? { pagination } : {}),
+      ...this.runOptions(plan, options),
       ...(cache ? { cache } : {}),
-      log,
     });
     await this.store.insertExecution({
       execution_id: outcome.execution_id,
@@ -156,6 +194,7 @@ export class RetrieverService {
       inputs: outcome.inputs,
       collection_ids: outcome.collection_ids,
       result_document_ids: outcome.result_ids,
+      result_scores: outcome.result_scores,
       total_results: outcome.result_ids.length,
       stage_statistics: outcome.stage_statistics,
       budget: outcome.budget as Schemas['RetrieverBudgetUse'],
@@ -164,26 +203,54 @@ export class RetrieverService {
       started_at: outcome.started_at,
       created_by: caller.userEmail,
       principal_id: caller.principalId,
-      cache_hit: outcome.cache_hit,
+      cache_hit: outcome.cache_hit ?? null,
     });
-    return { row, outcome };
+    return { row, outcome: await this.finish(withCursor(this.executions.cursors, outcome, binding), caller, namespace, options) };
   }
 
   /** Runs a pipeline that is not saved: nothing is written. */
-  async executeAdHoc(caller: Caller, namespace: ResolvedNamespace, body: Schemas['AdHocRetrieverExecuteRequest'], log: Logger): Promise<ExecutionOutcome> {
+  async executeAdHoc(
+    caller: Caller,
+    namespace: ResolvedNamespace,
+    body: Pick<Schemas['AdHocRetrieverExecuteRequest'], 'collection_identifiers' | 'input_schema' | 'stages' | 'budget_limits'>,
+    options: ExecuteOptions,
+  ): Promise<ExecutionOutcome> {
     const checked = await this.checkPipeline(caller, namespace, body);
-    return this.engine.execute({
+    const pipeline = { collection_ids: checked.collections.map((c) => c.collection_id), input_schema: body.input_schema, stages: body.stages, budget_limits: body.budget_limits ?? {} };
+    const binding: CursorBinding = {
+      organizationId: caller.organizationId, namespaceId: namespace.id, retriever: `adhoc:${digestOf(pipeline)}`, principalId: caller.principalId, inputs: options.inputs,
+    };
+    const plan = planPage(this.executions.cursors, options.pagination, binding, false);
+    if (plan.kind === 'recorded') throw new Error('ad hoc executions have no recorded pages');
+    const outcome = await this.engine.execute({
       caller,
       namespace,
       executionId: newId('exec'),
-      collectionIdentifiers: checked.collections.map((c) => c.collection_id),
+      collectionIdentifiers: pipeline.collection_ids,
       inputSchema: checked.inputSchema,
       stages: body.stages,
-      inputs: body.inputs,
-      budgetLimits: body.budget_limits ?? {},
-      ...(body.pagination ? { pagination: body.pagination } : {}),
-      log,
+      inputs: options.inputs,
+      budgetLimits: pipeline.budget_limits,
+      ...this.runOptions(plan, options),
     });
+    return this.finish(withCursor(this.executions.cursors, outcome, binding), caller, namespace, options);
+  }
+
+  private runOptions(plan: Extract<ReturnType<typeof planPage>, { kind: 'run' }>, options: ExecuteOptions) {
+    return {
+      ...(plan.pagination ? { pagination: plan.pagination } : {}),
+      ...(plan.keysetAfter ? { keysetAfter: plan.keysetAfter } : {}),
+      ...(options.observer ? { observer: options.observer } : {}),
+      ...(options.signal ? { signal: options.signal } : {}),
+      log: options.log,
+    };
+  }
+
+  /** The answer's last touches: download URLs for the blobs the page's documents reference, when asked for. */
+  private async finish(outcome: ExecutionOutcome, caller: Caller, namespace: ResolvedNamespace, options: ExecuteOptions): Promise<ExecutionOutcome> {
+    if (!options.presignUrls || outcome.documents.length === 0) return outcome;
+    const signer = new DocumentUrlSigner(this.executions.blobs(), this.engine.documents(), { organizationId: caller.organizationId, namespaceId: namespace.id });
+    return { ...outcome, documents: await signer.sign(outcome.documents) };
   }
 
   /** A saved pipeline runs only with the stage versions it was built with: a new version never changes it silently. */

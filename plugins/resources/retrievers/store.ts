@@ -38,6 +38,8 @@ export interface ExecutionRow {
   inputs: Record<string, unknown>;
   collection_ids: string[];
   result_document_ids: string[];
+  /** Each result's score (null without one), in the order of result_document_ids; null on older rows. */
+  result_scores: Array<number | null> | null;
   total_results: number;
   stage_statistics: Schemas['RetrieverStatistics'];
   budget: Schemas['RetrieverBudgetUse'];
@@ -54,7 +56,7 @@ const RETRIEVER_JSON = [
   'collection_identifiers', 'collection_ids', 'input_schema', 'stages', 'budget_limits', 'feature_dependencies', 'stage_versions',
   'tags', 'display_config', 'cache_config', 'cache_stage_names',
 ] as const;
-const EXECUTION_JSON = ['inputs', 'collection_ids', 'result_document_ids', 'stage_statistics', 'budget'] as const;
+const EXECUTION_JSON = ['inputs', 'collection_ids', 'result_document_ids', 'result_scores', 'stage_statistics', 'budget'] as const;
 
 function toColumns(row: Record<string, unknown>, json: readonly string[]): Record<string, unknown> {
   const out: Record<string, unknown> = { ...row };
