@@ -113,6 +113,24 @@ describe('retriever cache', () => {
     expect(titles(await run('lamps'))).not.toContain('lamp-hidden');
   });
 
+  it('a streamed execution served by the cache still shows every stage start and complete, in order', async () => {
+    const first = await run('lamps');
+    const res = await api('POST', '/v1/retrievers/lamps/execute', { inputs: { category: 'lamps' }, stream: true });
+    expect(res.status, res.text).toBe(200);
+    const events = res.text.split('\n\n').filter((b) => b.trim() !== '').map((b) => b.slice('data: '.length));
+    expect(events.at(-1)).toBe('[DONE]');
+    const typed = events.slice(0, -1).map((e) => JSON.parse(e) as { event_type: string; stage_name: string | null; statistics?: Record<string, unknown>; documents?: Doc[]; stage_statistics?: unknown });
+    expect(typed.map((e) => [e.event_type, e.stage_name])).toEqual([
+      ['stage_start', 'filter'], ['stage_complete', 'filter'], ['stage_start', 'sort'], ['stage_complete', 'sort'], ['execution_complete', null],
+    ]);
+    expect(typed[3]!.statistics).toMatchObject({ input_count: 3, output_count: 3 });
+    expect(typed[4]!.documents).toEqual(first.documents);
+    const executionId = (typed[0] as { execution_id?: string }).execution_id;
+    const recorded = (await api('GET', `/v1/retrievers/lamps/executions/${executionId}`)).body;
+    expect(recorded.cache_hit).toBe(true);
+    expect(hits(recorded)).toEqual({ filter: true, sort: true });
+  });
+
   it('caches the stages cache_stage_names names: the later ones run again; skipped stages are not charged', async () => {
     const miss = await run('searched');
     expect(hits(miss)).toEqual({ search: false, filter: false, sort: false });
