@@ -2413,11 +2413,21 @@ export interface components {
             llm_tokens?: number;
             time_used_ms: number;
         };
+        /** @description Result caching of a saved retriever: the outputs of the stages `cache_stage_names` names (of the last stage, i.e. the whole pipeline before pagination, when the list is empty) are kept for `ttl_seconds` (3600 when absent; 0 caches nothing), per organization and caller principal, shared by every API process. Any write, delete or grant change in a collection the retriever reads makes its entries stale at once; a hit reports `cache_hit` in the stage statistics and charges no credits for the stages it skipped. */
         RetrieverCacheConfig: {
             enabled?: boolean;
             ttl_seconds?: number;
         } & {
             [key: string]: unknown;
+        };
+        /** @description Hits and misses of the retriever's result cache over its recorded executions (the `cache_hit_rate` analytics reads). */
+        RetrieverCacheStatistics: {
+            /** @description Executions that ran while the retriever cached. */
+            executions: number;
+            /** @description hits / executions; null before any. */
+            hit_rate: number | null;
+            hits: number;
+            misses: number;
         };
         RetrieverCloneRequest: {
             budget_limits?: components["schemas"]["RetrieverBudgetLimits"];
@@ -2431,6 +2441,7 @@ export interface components {
             budget_limits: components["schemas"]["RetrieverBudgetLimits"];
             cache_config: components["schemas"]["RetrieverCacheConfig"];
             cache_stage_names: string[];
+            cache_statistics?: components["schemas"]["RetrieverCacheStatistics"];
             collection_identifiers: string[];
             /** @description The collections resolved at creation. */
             collection_ids: string[];
@@ -2545,6 +2556,8 @@ export interface components {
         };
         RetrieverExecutionRecord: {
             budget: components["schemas"]["RetrieverBudgetUse"];
+            /** @description Null when the retriever did not cache; else whether a cached stage output served this execution. */
+            cache_hit?: boolean | null;
             collection_ids: string[];
             created_by: string | null;
             duration_ms: number;

@@ -9,6 +9,8 @@ export interface Reference {
   resource_id: string;
   resource_name: string | null;
   relation: string;
+  /** `force` does not override it (a saved retriever would be left running over nothing): remove the referrer first. */
+  blocking?: boolean;
 }
 
 export type ReferenceFinder = (organizationId: string, resourceId: string) => Promise<Reference[]>;

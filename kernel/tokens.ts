@@ -23,6 +23,7 @@ import type { TaskQueue as TaskQueueShape } from './tasks/task-queue.js';
 import type { TaskBacklog as TaskBacklogShape } from './tasks/consumers.js';
 import type { CollectionProcessor as CollectionProcessorShape, ObjectCatalog as ObjectCatalogShape } from './processing.js';
 import type { DocumentSource as DocumentSourceShape } from './retrieval/documents.js';
+import type { RetrievalCacheInvalidation as RetrievalCacheInvalidationShape } from './retrieval/cache.js';
 import type { BlobStore as BlobStoreShape } from './blobs/blob-store.js';
 import type { PresignedPutGate as PresignedPutGateShape } from './blobs/put-gate.js';
 import type { VectorIndex as VectorIndexShape } from './vectors/vector-index.js';
@@ -97,3 +98,5 @@ export const ObjectCatalog = createToken<ObjectCatalogShape>('ObjectCatalog');
 export const CollectionProcessor = createToken<CollectionProcessorShape>('CollectionProcessor');
 /** Documents and feature indexes as retriever stages read them (bound by the collections plugin). */
 export const DocumentSource = createToken<DocumentSourceShape>('DocumentSource');
+/** Document writers tell retriever caches what changed (bound by the retrievers plugin). */
+export const RetrievalCacheInvalidation = createToken<RetrievalCacheInvalidationShape>('RetrievalCacheInvalidation');

@@ -13,6 +13,7 @@ import { ApiError, NotAllowedError, RequestValidationError, ServiceUnavailableEr
 import type { PluginRegistry, RetrievalCollection, StageBudget, StageContext, StageDocument } from '../plugins.js';
 import { DocumentSource } from '../tokens.js';
 import { BudgetExceededError, type StageLimitName } from './budget.js';
+import { ExecutionCache, type CacheStorage, type CachedStageCounts, type ExecutionCacheRequest } from './cache.js';
 import type { DocumentSource as DocumentSourceShape } from './documents.js';
 import { checkInputs, type InputSchema } from './inputs.js';
 import { paginate, type KeysetPosition, type PageContinuation, type PaginationRequest, type PaginationResult } from './pagination.js';
@@ -44,6 +45,8 @@ export interface ExecutionRequest {
   inputs: Record<string, unknown>;
   budgetLimits: BudgetLimits;
   pagination?: PaginationRequest;
+  /** Set for saved retrievers that cache (cache.ts). */
+  cache?: ExecutionCacheRequest;
   /** A keyset page: where the previous page of the same ranking ended. */
   keysetAfter?: KeysetPosition;
   log: Logger;
@@ -110,6 +113,8 @@ export interface ExecutionOutcome {
   inputs: Record<string, unknown>;
   started_at: Date;
   duration_ms: number;
+  /** Whether a cached stage output was used; null when the execution does not cache. */
+  cache_hit?: boolean | null;
 }
 
 const round = (ms: number) => Math.round(ms * 1000) / 1000;
@@ -120,6 +125,7 @@ export class RetrievalEngine {
   constructor(
     private readonly registry: PluginRegistry,
     private readonly container: Container,
+    private readonly cacheStorage?: CacheStorage,
   ) {
     this.checker = new StageChecker(registry);
   }
@@ -197,12 +203,35 @@ export class RetrievalEngine {
     let exceeded: ExecutionOutcome['budget']['exceeded'] = null;
     const elapsed = () => performance.now() - t0;
 
+    const cache =
+      request.cache && this.cacheStorage
+        ? await ExecutionCache.open(this.cacheStorage, request.cache, {
+            organizationId: request.caller.organizationId, namespaceId: request.namespace.id, principalId: request.caller.principalId,
+            collections, stages: prepared.map((p) => ({ stageName: p.spec.stage_name, stage: p.stage, parameters: p.parameters })), log: request.log,
+          })
+        : null;
+    const hit = cache ? await cache.bestHit() : null;
+    const counts: CachedStageCounts[] = hit ? hit.statistics : [];
+    if (hit) docs = hit.documents;
+
     for (const [index, { spec, stage, parameters }] of prepared.entries()) {
       const cost = stage.cost ? stage.cost(parameters as never) : 0;
       const base: StageStatistics = {
         stage_name: spec.stage_name, stage_id: stage.id, stage_index: index, version: stage.version, status: 'skipped',
         duration_ms: 0, input_count: docs.length, output_count: 0, credits: 0, inference_calls: 0, cache_hit: false,
       };
+      if (hit && index <= hit.index) {
+        // Served by the cache: nothing ran and nothing is charged.
+        const recorded = hit.statistics[index];
+        const served: StageStatistics = { ...base, status: 'completed', input_count: recorded?.input_count ?? 0, output_count: recorded?.output_count ?? 0, cache_hit: true };
+        stats[spec.stage_name] = served;
+        // A stream still shows every stage start and complete, in order.
+        request.observer?.stageStarted?.({
+          execution_id: request.executionId, stage_name: spec.stage_name, stage_id: stage.id, stage_index: index, total_stages: prepared.length, input_count: served.input_count,
+        });
+        request.observer?.stageFinished?.({ execution_id: request.executionId, total_stages: prepared.length, statistics: served });
+        continue;
+      }
       if (status !== 'completed') {
         stats[spec.stage_name] = base;
         continue;
@@ -226,6 +255,8 @@ export class RetrievalEngine {
         const out = await stage.run(stageCtx, docs, parameters as never);
         stats[spec.stage_name] = { ...base, status: 'completed', output_count: out.length };
         docs = out;
+        counts.push({ stage_name: spec.stage_name, input_count: base.input_count, output_count: out.length });
+        if (cache?.isCached(index)) await cache.store(index, docs, counts);
       } catch (err) {
         if (err instanceof BudgetExceededError) {
           // The stage stopped before a call that would pass a limit: what was found before it is the result.
@@ -274,6 +305,7 @@ export class RetrievalEngine {
       inputs,
       started_at: startedAt,
       duration_ms: round(duration),
+      cache_hit: cache ? hit !== null : null,
     };
   }
 

@@ -16,6 +16,8 @@ export interface GrantChange {
   document: DocumentRow;
   /** Documents derived from it whose grants changed with it. */
   derived: number;
+  /** Every changed document (it and those derived from it) by collection. */
+  changed: Array<{ collection: CollectionRow; documentIds: string[] }>;
 }
 
 export interface DocumentGrantsDeps {
@@ -74,6 +76,7 @@ export class DocumentGrants {
       if (found) collections.set(id, found);
     }
     await refreshVectorPayloads(this.deps.vectors, this.deps.plugins, collections, rows);
-    return { document: rows.find((r) => r.document_id === documentId)!, derived: rows.length - 1 };
+    const changed = [...collections.values()].map((c) => ({ collection: c, documentIds: rows.filter((r) => r.collection_id === c.collection_id).map((r) => r.document_id) }));
+    return { document: rows.find((r) => r.document_id === documentId)!, derived: rows.length - 1, changed };
   }
 }

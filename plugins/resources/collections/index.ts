@@ -23,7 +23,9 @@ import {
   ResourceIdentifiers,
   createToken,
   DocumentSource,
+  RetrievalCacheInvalidation,
 } from '../../../kernel/tokens.js';
+import { DocumentChanges } from './document-changes.js';
 import { collectionMigrations } from './migrations.js';
 import { CollectionDocumentSource } from './retrieval-source.js';
 import { DocumentProcessor } from './processing/processor.js';
@@ -45,6 +47,7 @@ export const Documents = createToken<DocumentStore>('collections.DocumentStore')
 const Processor = createToken<DocumentProcessor>('collections.DocumentProcessor');
 const DirectWriter = createToken<DirectDocumentWriter>('collections.DirectDocumentWriter');
 const Grants = createToken<DocumentGrants>('collections.DocumentGrants');
+const Changes = createToken<DocumentChanges>('collections.DocumentChanges');
 
 function toGrants(change: GrantChange): components['schemas']['DocumentGrants'] {
   return {
@@ -103,6 +106,8 @@ export default defineResource({
     container.bind(Store).toConstantValue(store);
     const documents = new DocumentStore(services.get(DatabaseHandle).db, services.get(TextIndex));
     container.bind(Documents).toConstantValue(documents);
+    const changes = new DocumentChanges(services.get(DatabaseHandle).db, services.get(EventBus), () => services.tryGet(RetrievalCacheInvalidation));
+    container.bind(Changes).toConstantValue(changes);
     const processor = new DocumentProcessor({
         db: services.get(DatabaseHandle).db,
         collections: store,
@@ -111,6 +116,7 @@ export default defineResource({
         blobs: services.get(BlobStore),
         vectors: services.get(VectorIndex),
         events: services.get(EventBus),
+        changes,
         log: services.get(RootLogger).child({ component: 'processing' }),
         objects: () => services.get(ObjectCatalog),
         inference: () => services.get(Inference),
@@ -181,6 +187,7 @@ export default defineResource({
         .get(Collections)
         .delete(callerOf(ctx).organizationId, namespaceOf(ctx), params.collection_identifier, query.force ?? false);
       await services.get(Processor).forgetCollection(row);
+      await services.get(Changes).changed(row, 'collection.deleted', []);
       return { status: 200, body: { collection_id: row.collection_id, collection_name: row.collection_name, deleted: true } };
     },
     listDocuments: async ({ params, query, ctx, services }) => {
@@ -221,18 +228,23 @@ export default defineResource({
       const updated = { ...row, metadata: body.metadata, updated_at: new Date() };
       // Vector payloads carry metadata (search filters read them there).
       await refreshVectorPayloads(services.get(VectorIndex), services.get(PluginRegistry), new Map([[collection.collection_id, collection]]), [updated]);
+      await services.get(Changes).changed(collection, 'document.updated', [row.document_id]);
       return { status: 200, body: documentView(updated, callerOf(ctx).principalId) };
     },
     createDocument: async ({ params, body, ctx, services }) => {
       const collection = await collectionOf(ctx, services, params.collection_identifier);
       const viewer = callerOf(ctx).principalId;
       const [result] = await services.get(DirectWriter).write(collection, [body], viewer, () => ['body']);
+      await services.get(Changes).changed(collection, result!.created ? 'document.created' : 'document.updated', [result!.row.document_id]);
       return { status: result!.created ? 201 : 200, body: documentView(result!.row, viewer) };
     },
     upsertDocuments: async ({ params, body, ctx, services }) => {
       const collection = await collectionOf(ctx, services, params.collection_identifier);
       const results = await services.get(DirectWriter).write(collection, body.documents, callerOf(ctx).principalId, (i) => ['body', 'documents', i]);
       const created = results.filter((r) => r.created).length;
+      const changes = services.get(Changes);
+      await changes.changed(collection, 'document.created', results.filter((r) => r.created).map((r) => r.row.document_id));
+      await changes.changed(collection, 'document.updated', results.filter((r) => !r.created).map((r) => r.row.document_id));
       return {
         status: 200,
         body: {
@@ -245,11 +257,13 @@ export default defineResource({
     grantDocument: async ({ params, body, ctx, services }) => {
       const collection = await collectionOf(ctx, services, params.collection_identifier);
       const change = await services.get(Grants).grant(collection, params.document_id, body.principal_ids, callerOf(ctx).principalId);
+      for (const c of change.changed) await services.get(Changes).changed(c.collection, 'document.updated', c.documentIds, { change: 'grants' });
       return { status: 200, body: toGrants(change) };
     },
     revokeDocument: async ({ params, ctx, services }) => {
       const collection = await collectionOf(ctx, services, params.collection_identifier);
       const change = await services.get(Grants).revoke(collection, params.document_id, params.principal_id, callerOf(ctx).principalId);
+      for (const c of change.changed) await services.get(Changes).changed(c.collection, 'document.updated', c.documentIds, { change: 'grants' });
       return { status: 200, body: toGrants(change) };
     },
     deleteDocument: async ({ params, ctx, services }) => {
@@ -257,6 +271,7 @@ export default defineResource({
       const row = await documentOf(ctx, services, collection, params.document_id);
       await services.get(Documents).delete(collection.collection_id, [row.document_id]);
       await services.get(Processor).forgetDocuments(collection, [row.document_id]);
+      await services.get(Changes).changed(collection, 'document.deleted', [row.document_id]);
       return { status: 200, body: { document_id: row.document_id, deleted: true } };
     },
     deleteDocumentsByFilter: async ({ params, body, ctx, services }) => {
@@ -270,6 +285,7 @@ export default defineResource({
       const ids = await documents.idsMatching(collection.organization_id, collection.collection_id, filter, callerOf(ctx).principalId);
       const deleted = await documents.delete(collection.collection_id, ids);
       await services.get(Processor).forgetDocuments(collection, ids);
+      await services.get(Changes).changed(collection, 'document.deleted', ids);
       return { status: 200, body: { deleted } };
     },
     getDecompositionTree: async ({ params, ctx, services }) => {

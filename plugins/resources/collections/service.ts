@@ -147,6 +147,15 @@ export class CollectionService {
   async delete(organizationId: string, namespace: ResolvedNamespace, nameOrId: string, force: boolean): Promise<CollectionRow> {
     const row = await this.get(organizationId, namespace, nameOrId);
     const readers = await this.references.referencesTo('collection', organizationId, row.collection_id);
+    const blocking = readers.filter((r) => r.blocking);
+    if (blocking.length > 0) {
+      const names = blocking.map((r) => `${r.resource_type} '${r.resource_name ?? r.resource_id}'`).join(', ');
+      throw new ConflictError(
+        `Collection '${row.collection_name}' is used by saved ${names}; delete ${blocking.length === 1 ? 'that retriever' : 'those retrievers'} ` +
+          'first, or clone them onto other collections (POST /v1/retrievers/{retriever_id}/clone with collection_identifiers) and delete the originals',
+        { references: blocking },
+      );
+    }
     if (readers.length > 0 && !force) {
       throw new ConflictError(
         `Collection '${row.collection_name}' is still read by ${readers.map((r) => `${r.resource_type} '${r.resource_name ?? r.resource_id}'`).join(', ')}; pass force=true to delete it anyway`,

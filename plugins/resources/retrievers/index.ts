@@ -11,8 +11,21 @@ import { defineResource } from '../../../kernel/plugins.js';
 import { RetrievalEngine, type ExecutionObserver, type ExecutionOutcome } from '../../../kernel/retrieval/engine.js';
 import { PageCursors } from '../../../kernel/retrieval/page-cursors.js';
 import type { PaginationRequest } from '../../../kernel/retrieval/pagination.js';
-import { BlobSigningSecret, BlobStore, Clock, DatabaseHandle, PluginRegistry, ResourceIdentifiers, createToken } from '../../../kernel/tokens.js';
+import {
+  BlobSigningSecret,
+  BlobStore,
+  Clock,
+  DatabaseHandle,
+  Lifecycle,
+  PluginRegistry,
+  ReferenceRegistry,
+  ResourceIdentifiers,
+  RetrievalCacheInvalidation,
+  TaskQueue,
+  createToken,
+} from '../../../kernel/tokens.js';
 import { NotFoundError } from '../../../kernel/errors.js';
+import { CACHE_INVALIDATE_TASK, CACHE_SWEEP_TASK, RetrieverCacheStore, type CacheHitRate, type CacheInvalidationPayload } from './cache-store.js';
 import { retrieverMigrations } from './migrations.js';
 import { RetrieverService, type Caller } from './service.js';
 import { RetrieverStore, type ExecutionRow, type RetrieverRow } from './store.js';
@@ -22,9 +35,13 @@ type Schemas = components['schemas'];
 
 const Retrievers = createToken<RetrieverService>('retrievers.RetrieverService');
 const Store = createToken<RetrieverStore>('retrievers.RetrieverStore');
+const Cache = createToken<RetrieverCacheStore>('retrievers.RetrieverCacheStore');
+/** Expired cache rows are swept this often (and after every few hundred stored entries). */
+const CACHE_SWEEP_INTERVAL_MS = 10 * 60 * 1000;
 
-function toRetriever(row: RetrieverRow): Schemas['RetrieverConfig'] {
+function toRetriever(row: RetrieverRow, cacheStatistics?: CacheHitRate): Schemas['RetrieverConfig'] {
   return {
+    ...(cacheStatistics ? { cache_statistics: cacheStatistics } : {}),
     retriever_id: row.retriever_id,
     retriever_name: row.retriever_name,
     namespace_id: row.namespace_id,
@@ -64,6 +81,7 @@ function toExecution(row: ExecutionRow): Schemas['RetrieverExecutionRecord'] {
     duration_ms: Number(row.duration_ms),
     started_at: iso(row.started_at),
     created_by: row.created_by,
+    cache_hit: row.cache_hit ?? null,
   };
 }
 
@@ -120,12 +138,17 @@ export default defineResource({
   services: (container, services) => {
     const store = new RetrieverStore(services.get(DatabaseHandle).db);
     container.bind(Store).toConstantValue(store);
-    const engine = new RetrievalEngine(services.get(PluginRegistry), container);
+    const cache = new RetrieverCacheStore(services.get(DatabaseHandle).db, services.get(Clock), () => services.get(TaskQueue), (organizationId, namespaceId, nameOrId) =>
+      store.find(organizationId, namespaceId, nameOrId),
+    );
+    container.bind(Cache).toConstantValue(cache);
+    container.bind(RetrievalCacheInvalidation).toConstantValue(cache);
+    const engine = new RetrievalEngine(services.get(PluginRegistry), container, cache);
     const clock = services.get(Clock);
     const cursors = new PageCursors(services.get(BlobSigningSecret), clock);
     container.bind(Retrievers).toConstantValue(new RetrieverService(store, engine, clock, { cursors, blobs: () => services.get(BlobStore) }));
   },
-  setup: ({ services }) => {
+  setup: ({ services, log }) => {
     const store = services.get(Store);
     const identifiers = services.get(ResourceIdentifiers);
     identifiers.register('retriever', async ({ organizationId, namespace, identifier }) => {
@@ -134,6 +157,26 @@ export default defineResource({
       return row ? [row.retriever_id, row.retriever_name] : undefined;
     });
     identifiers.registerLocator('retriever', async (organizationId, id) => (await store.findById(organizationId, id))?.namespace_id);
+    // A collection saved retrievers run over is not deleted from under them (force does not override this).
+    services.get(ReferenceRegistry).register('collection', async (organizationId, collectionId) =>
+      (await store.readersOf(organizationId, collectionId)).map((r) => ({
+        resource_type: 'retriever' as const,
+        resource_id: r.retriever_id,
+        resource_name: r.retriever_name,
+        relation: 'retrieves',
+        blocking: true,
+      })),
+    );
+
+    const cache = services.get(Cache);
+    const tasks = services.get(TaskQueue);
+    tasks.register(CACHE_INVALIDATE_TASK, async ({ task }) => cache.invalidate(task.payload as unknown as CacheInvalidationPayload));
+    tasks.register(CACHE_SWEEP_TASK, async () => cache.sweep());
+    const timer = setInterval(() => {
+      cache.scheduleSweep().catch((err: unknown) => log.error({ err }, 'could not schedule the retriever cache sweep'));
+    }, CACHE_SWEEP_INTERVAL_MS);
+    timer.unref();
+    services.get(Lifecycle).onShutdown('retrievers: cache sweep timer', () => clearInterval(timer));
   },
   handlers: {
     createRetriever: async ({ body, ctx, services }) => {
@@ -152,7 +195,7 @@ export default defineResource({
         limit,
         offset,
       });
-      return { status: 200, body: { results: rows.map(toRetriever), total, limit, offset, has_next: offset + rows.length < total } };
+      return { status: 200, body: { results: rows.map((r) => toRetriever(r)), total, limit, offset, has_next: offset + rows.length < total } };
     },
     listRetrieverStages: async ({ services }) => {
       const stages = [...services.get(PluginRegistry).stages.values()].sort((a, b) => a.id.localeCompare(b.id));
@@ -172,7 +215,7 @@ export default defineResource({
     },
     getRetriever: async ({ params, ctx, services }) => {
       const row = await services.get(Retrievers).get(callerOf(ctx).organizationId, namespaceOf(ctx), params.retriever_id);
-      return { status: 200, body: { retriever: toRetriever(row) } };
+      return { status: 200, body: { retriever: toRetriever(row, await services.get(Cache).hitRate(row.retriever_id)) } };
     },
     updateRetriever: async ({ params, body, ctx, services }) => {
       const row = await services.get(Retrievers).update(callerFrom(ctx), namespaceOf(ctx), params.retriever_id, body);

@@ -85,4 +85,38 @@ export const retrieverMigrations: Migration[] = [
       });
     },
   },
+  {
+    // Result cache (cache-store.ts): entries shared by every API process, and the data versions their keys hold.
+    name: '0005_retriever_cache',
+    async up(db) {
+      await db.schema.createTable('retriever_cache_entries', (t) => {
+        t.text('cache_key').primary();
+        t.text('organization_id').notNullable();
+        t.text('namespace_id').notNullable();
+        t.text('retriever_id').notNullable();
+        t.text('stage_name').notNullable();
+        t.integer('stage_index').notNullable();
+        t.jsonb('collection_ids').notNullable();
+        // Text, not jsonb: a hit returns the documents exactly as they were stored (key order included).
+        t.text('documents').notNullable();
+        t.jsonb('statistics').notNullable();
+        t.integer('size_bytes').notNullable();
+        t.timestamp('created_at', { useTz: true }).notNullable();
+        t.timestamp('expires_at', { useTz: true }).notNullable();
+        t.index(['expires_at']);
+        t.index(['organization_id', 'created_at']);
+        t.index(['retriever_id']);
+      });
+      await db.schema.createTable('retriever_cache_versions', (t) => {
+        // `collection:<id>`, `namespace:<id>` or `retriever:<id>` (kernel/retrieval/cache.ts versionScope).
+        t.text('scope').primary();
+        t.text('organization_id').notNullable();
+        t.bigInteger('version').notNullable();
+      });
+      // Hit rate for analytics: null when the retriever did not cache, else whether a cached output was used.
+      await db.schema.alterTable('retriever_executions', (t) => {
+        t.boolean('cache_hit');
+      });
+    },
+  },
 ];

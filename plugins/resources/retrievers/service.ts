@@ -12,6 +12,7 @@ import { isUniqueViolation } from '../../../kernel/http/values.js';
 import { newId } from '../../../kernel/ids.js';
 import type { BlobStore } from '../../../kernel/blobs/blob-store.js';
 import type { ExecutionCaller, ExecutionObserver, ExecutionOutcome, RetrievalEngine } from '../../../kernel/retrieval/engine.js';
+import { cacheRequestOf } from '../../../kernel/retrieval/cache.js';
 import { checkInputSchema } from '../../../kernel/retrieval/inputs.js';
 import { withVectors } from '../../../kernel/retrieval/vectors.js';
 import { digestOf, type CursorBinding, type PageCursors } from '../../../kernel/retrieval/page-cursors.js';
@@ -173,6 +174,7 @@ export class RetrieverService {
       return { row, outcome: await this.finish(outcome, caller, namespace, options) };
     }
     this.checkStageVersions(row);
+    const cache = cacheRequestOf(row.retriever_id, row.cache_config, row.cache_stage_names);
     const outcome = await this.engine.execute({
       caller,
       namespace,
@@ -183,6 +185,7 @@ export class RetrieverService {
       inputs: options.inputs,
       budgetLimits: row.budget_limits,
       ...this.runOptions(plan, options),
+      ...(cache ? { cache } : {}),
     });
     await this.store.insertExecution({
       execution_id: outcome.execution_id,
@@ -203,6 +206,7 @@ export class RetrieverService {
       started_at: outcome.started_at,
       created_by: caller.userEmail,
       principal_id: caller.principalId,
+      cache_hit: outcome.cache_hit ?? null,
     });
     return { row, outcome: await this.finish(withCursor(this.executions.cursors, outcome, binding), caller, namespace, options) };
   }

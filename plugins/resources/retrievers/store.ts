@@ -48,6 +48,8 @@ export interface ExecutionRow {
   started_at: Date;
   created_by: string | null;
   principal_id: string | null;
+  /** Null when the retriever did not cache; else whether a cached stage output was used. */
+  cache_hit: boolean | null;
 }
 
 const RETRIEVER_JSON = [
@@ -110,6 +112,15 @@ export class RetrieverStore {
     const count = counted?.count ?? 0;
     const rows = await q.orderByRaw('lower(retriever_name), retriever_id').limit(query.limit).offset(query.offset);
     return { rows, total: Number(count) };
+  }
+
+  /** Saved retrievers that run over this collection (it must not be deleted from under them). */
+  readersOf(organizationId: string, collectionId: string): Promise<Array<Pick<RetrieverRow, 'retriever_id' | 'retriever_name'>>> {
+    return this.db<RetrieverRow>('retrievers')
+      .where({ organization_id: organizationId })
+      .whereRaw('collection_ids @> ?::jsonb', [JSON.stringify([collectionId])])
+      .orderByRaw('lower(retriever_name)')
+      .select('retriever_id', 'retriever_name');
   }
 
   async insert(row: RetrieverRow): Promise<void> {

@@ -29,6 +29,7 @@ import {
 } from '../../../../kernel/processing.js';
 import { featureIndexName } from '../../../../kernel/vectors/naming.js';
 import type { VectorIndex, VectorRecord } from '../../../../kernel/vectors/vector-index.js';
+import type { DocumentChanges } from '../document-changes.js';
 import type { DocumentRow, DocumentStore, DocumentWrite } from '../document-store.js';
 import type { CollectionRow, CollectionStore } from '../store.js';
 import { resolveTiers, type PlanNode } from './plan.js';
@@ -43,6 +44,8 @@ export interface DocumentProcessorDeps {
   blobs: BlobStore;
   vectors: VectorIndex;
   events: EventBus;
+  /** Told of every committed write (retriever caches, `document.*` events); absent in tests of processing alone. */
+  changes?: DocumentChanges;
   log: Logger;
   /** Bound by other parts of the kernel after this plugin's services: resolved when first needed. */
   objects: () => ObjectCatalog;
@@ -335,7 +338,15 @@ export class DocumentProcessor implements CollectionProcessor {
   /** `records`: the records whose documents these are (every extractor ran on them). */
   private async write(clock: StageClock, collection: CollectionRow, pending: PendingWrite[], records: SourceRecord[]): Promise<number> {
     const rows = await clock.time('write:documents', () => this.deps.documents.upsertMany(pending.map((p) => p.write)));
-    return clock.time('write:vectors', () => this.writeVectors(collection, pending, rows, records));
+    const written = await clock.time('write:vectors', () => this.writeVectors(collection, pending, rows, records));
+    if (this.deps.changes && rows.length > 0) {
+      // An upsert keeps a document's created_at: the rows written now for the first time have it equal to updated_at.
+      const created = rows.filter((r) => new Date(r.created_at).getTime() === new Date(r.updated_at).getTime()).map((r) => r.document_id);
+      const createdSet = new Set(created);
+      await this.deps.changes.changed(collection, 'document.created', created);
+      await this.deps.changes.changed(collection, 'document.updated', rows.map((r) => r.document_id).filter((id) => !createdSet.has(id)));
+    }
+    return written;
   }
 
   private async writeVectors(collection: CollectionRow, pending: PendingWrite[], rows: DocumentRow[], records: SourceRecord[]): Promise<number> {
@@ -383,6 +394,7 @@ export class DocumentProcessor implements CollectionProcessor {
           const name = featureIndexName(collection.collection_id, feature);
           if (this.ensured.has(name)) await this.deps.vectors.delete(name, removed);
         }
+        await this.deps.changes?.changed(collection, 'document.deleted', removed);
       }
     }
   }
