@@ -13,9 +13,11 @@ import { ApiError, NotAllowedError, RequestValidationError, ServiceUnavailableEr
 import type { PluginRegistry, RetrievalCollection, StageBudget, StageContext, StageDocument } from '../plugins.js';
 import { DocumentSource } from '../tokens.js';
 import type { DocumentSource as DocumentSourceShape } from './documents.js';
+import { explainPlan, type Explanation } from './explain.js';
 import { checkInputs, type InputSchema } from './inputs.js';
 import { paginate, type PaginationRequest, type PaginationResult } from './pagination.js';
 import { fillPlaceholders } from './placeholders.js';
+import { optimizePipeline, unoptimizedPlan, type OptimizationSummary, type OptimizedPlan, type PreparedStage } from './optimizer.js';
 import { StageChecker, type StageSpec } from './pipeline.js';
 
 export interface BudgetLimits {
@@ -44,6 +46,8 @@ export interface ExecutionRequest {
   inputs: Record<string, unknown>;
   budgetLimits: BudgetLimits;
   pagination?: PaginationRequest;
+  /** false runs the stages exactly as written (the optimizer is on by default). */
+  optimize?: boolean;
   log: Logger;
 }
 
@@ -52,7 +56,8 @@ export interface StageStatistics {
   stage_id: string;
   stage_index: number;
   version: string | null;
-  status: 'completed' | 'failed' | 'skipped';
+  /** `optimized_away`: the optimizer folded the stage into `optimized_into` (or removed it: null). */
+  status: 'completed' | 'failed' | 'skipped' | 'optimized_away';
   duration_ms: number;
   input_count: number;
   output_count: number;
@@ -60,6 +65,7 @@ export interface StageStatistics {
   inference_calls: number;
   cache_hit: boolean;
   error?: string;
+  optimized_into?: string | null;
 }
 
 export interface ExecutionOutcome {
@@ -83,6 +89,8 @@ export interface ExecutionOutcome {
   inputs: Record<string, unknown>;
   started_at: Date;
   duration_ms: number;
+  /** Null when the optimizer changed nothing (or was off). */
+  optimization: OptimizationSummary | null;
 }
 
 const round = (ms: number) => Math.round(ms * 1000) / 1000;
@@ -123,17 +131,8 @@ export class RetrievalEngine {
   async execute(request: ExecutionRequest): Promise<ExecutionOutcome> {
     const startedAt = new Date();
     const t0 = performance.now();
-    const inputs = checkInputs(request.inputSchema, request.inputs);
-    // Every stage's parameters are filled and checked before anything runs: a bad input is a 422, not a half-run.
-    const prepared = request.stages.map((spec, i) => {
-      const stage = this.checker.stageOf(spec.config.stage_id);
-      if (!stage) {
-        throw new RequestValidationError([{ loc: ['body', 'stages', i, 'config', 'stage_id'], msg: `stage '${spec.config.stage_id}' is not registered`, type: 'unknown_stage' }]);
-      }
-      const parameters = fillPlaceholders(spec.config.parameters ?? {}, inputs);
-      this.checker.checkFilled(stage, parameters, ['body', 'stages', i, 'config', 'parameters']);
-      return { spec, stage, parameters };
-    });
+    const { inputs, prepared } = this.prepare(request.inputSchema, request.stages, request.inputs);
+    const plan = this.plan(prepared, request.optimize);
     const collections = await this.collections(request.caller, request.namespace, request.collectionIdentifiers);
 
     const limits = request.budgetLimits;
@@ -166,10 +165,10 @@ export class RetrievalEngine {
     let exceeded: ExecutionOutcome['budget']['exceeded'] = null;
     const elapsed = () => performance.now() - t0;
 
-    for (const [index, { spec, stage, parameters }] of prepared.entries()) {
+    for (const [index, { spec, stage, parameters, originalIndex }] of plan.stages.entries()) {
       const cost = stage.cost ? stage.cost(parameters as never) : 0;
       const base: StageStatistics = {
-        stage_name: spec.stage_name, stage_id: stage.id, stage_index: index, version: stage.version, status: 'skipped',
+        stage_name: spec.stage_name, stage_id: stage.id, stage_index: originalIndex, version: stage.version, status: 'skipped',
         duration_ms: 0, input_count: docs.length, output_count: 0, credits: 0, inference_calls: 0, cache_hit: false,
       };
       if (status !== 'completed') {
@@ -201,9 +200,17 @@ export class RetrievalEngine {
       entry.credits = budget.creditsUsed - creditsBefore;
       entry.inference_calls = budget.inferenceCalls - callsBefore;
       // A limit passed during the last stage stops nothing more, but it is still reported.
-      if (status === 'completed' && index === prepared.length - 1) exceeded = this.limitReached(budget, limits, elapsed(), 0, null, true);
+      if (status === 'completed' && index === plan.stages.length - 1) exceeded = this.limitReached(budget, limits, elapsed(), 0, null, true);
     }
     if (status === 'failed') docs = [];
+    for (const r of plan.removed) {
+      stats[r.stage_name] = {
+        stage_name: r.stage_name, stage_id: r.stage_id, stage_index: r.stage_index, version: r.version, status: 'optimized_away',
+        duration_ms: 0, input_count: 0, output_count: 0, credits: 0, inference_calls: 0, cache_hit: false, optimized_into: r.optimized_into,
+      };
+    }
+    // The user's stages in the user's order, whatever the plan ran.
+    const stages = Object.fromEntries(Object.values(stats).sort((a, b) => a.stage_index - b.stage_index).map((e) => [e.stage_name, e]));
 
     const { page, pagination } = paginate(docs, request.pagination);
     const duration = elapsed();
@@ -213,7 +220,7 @@ export class RetrievalEngine {
       documents: page,
       result_ids: docs.map((d) => d.document_id),
       pagination,
-      stage_statistics: { stages: stats, total_time_ms: round(duration), credits_used: budget.creditsUsed, inference_calls: budget.inferenceCalls },
+      stage_statistics: { stages, total_time_ms: round(duration), credits_used: budget.creditsUsed, inference_calls: budget.inferenceCalls },
       budget: {
         credits_used: budget.creditsUsed,
         credits_remaining: budget.maxCredits === null ? null : Math.max(0, budget.maxCredits - budget.creditsUsed),
@@ -227,7 +234,54 @@ export class RetrievalEngine {
       inputs,
       started_at: startedAt,
       duration_ms: round(duration),
+      optimization: plan.summary,
     };
+  }
+
+  /** The plan `execute` would run for this request, with estimates; runs no stage (kernel/retrieval/explain.ts). */
+  async explain(
+    request: Pick<ExecutionRequest, 'caller' | 'namespace' | 'collectionIdentifiers' | 'inputSchema' | 'stages' | 'inputs' | 'optimize'> & { cacheEnabled: boolean | null },
+  ): Promise<Explanation> {
+    const { prepared } = this.prepare(request.inputSchema, request.stages, request.inputs);
+    const plan = this.plan(prepared, request.optimize);
+    const collections = await this.collections(request.caller, request.namespace, request.collectionIdentifiers);
+    return explainPlan(plan, this.documents(), {
+      organizationId: request.caller.organizationId,
+      collectionIds: collections.map((c) => c.collection_id),
+      principalId: request.caller.principalId,
+      cacheEnabled: request.cacheEnabled,
+    });
+  }
+
+  /**
+   * Checks the inputs against the input schema, then fills and checks every stage's parameters before
+   * anything runs: a bad input is a 422, not a half-run.
+   */
+  prepare(inputSchema: InputSchema, specs: readonly StageSpec[], rawInputs: Record<string, unknown>): { inputs: Record<string, unknown>; prepared: PreparedStage[] } {
+    const inputs = checkInputs(inputSchema, rawInputs);
+    const prepared = specs.map((spec, i) => {
+      const stage = this.checker.stageOf(spec.config.stage_id);
+      if (!stage) {
+        throw new RequestValidationError([{ loc: ['body', 'stages', i, 'config', 'stage_id'], msg: `stage '${spec.config.stage_id}' is not registered`, type: 'unknown_stage' }]);
+      }
+      const parameters = fillPlaceholders(spec.config.parameters ?? {}, inputs);
+      this.checker.checkFilled(stage, parameters, ['body', 'stages', i, 'config', 'parameters']);
+      return { spec, stage, parameters };
+    });
+    return { inputs, prepared };
+  }
+
+  /** The stages that run: the optimizer's plan, or the user's stages as written when `optimize` is false. */
+  plan(prepared: readonly PreparedStage[], optimize: boolean | undefined): OptimizedPlan {
+    if (optimize === false) return unoptimizedPlan(prepared);
+    return optimizePipeline(prepared, (stage, parameters) => {
+      try {
+        this.checker.checkFilled(stage, parameters, ['optimizer']);
+        return true;
+      } catch {
+        return false;
+      }
+    });
   }
 
   /**

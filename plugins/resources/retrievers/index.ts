@@ -73,7 +73,8 @@ function toResult(outcome: ExecutionOutcome, retriever: RetrieverRow | null): Sc
     stage_statistics: outcome.stage_statistics,
     budget: outcome.budget as Schemas['RetrieverBudgetUse'],
     error: outcome.error,
-    optimization_applied: false,
+    optimization_applied: outcome.optimization !== null,
+    ...(outcome.optimization ? { optimization_summary: outcome.optimization } : {}),
     execution_metadata: {
       retriever_persisted: retriever !== null,
       retriever_id: retriever?.retriever_id ?? null,
@@ -166,7 +167,7 @@ export default defineResource({
     executeRetriever: async ({ params, body, ctx, services }) => {
       const { row, outcome } = await services
         .get(Retrievers)
-        .execute(callerFrom(ctx), namespaceOf(ctx), params.retriever_id, body?.inputs ?? {}, body?.pagination, ctx.log);
+        .execute(callerFrom(ctx), namespaceOf(ctx), params.retriever_id, body?.inputs ?? {}, body?.pagination, ctx.log, body?.optimize);
       ctx.credits += outcome.budget.credits_used;
       return { status: 200, body: toResult(outcome, row) };
     },
@@ -174,6 +175,14 @@ export default defineResource({
       const outcome = await services.get(Retrievers).executeAdHoc(callerFrom(ctx), namespaceOf(ctx), body, ctx.log);
       ctx.credits += outcome.budget.credits_used;
       return { status: 200, body: toResult(outcome, null), headers: { 'X-Execution-Mode': 'anonymous' } };
+    },
+    explainRetriever: async ({ params, body, ctx, services }) => {
+      const { row, explanation } = await services.get(Retrievers).explain(callerFrom(ctx), namespaceOf(ctx), params.retriever_id, body?.inputs ?? {}, body?.optimize);
+      return { status: 200, body: { retriever_id: row.retriever_id, ...explanation } };
+    },
+    explainAdHocRetriever: async ({ body, ctx, services }) => {
+      const explanation = await services.get(Retrievers).explainAdHoc(callerFrom(ctx), namespaceOf(ctx), body);
+      return { status: 200, body: { retriever_id: null, ...explanation } };
     },
     recordRetrieverInteractions: async ({ params, body, ctx, services }) => {
       const interactions = 'interactions' in body ? body.interactions : [body];

@@ -19,7 +19,7 @@ type Schemas = components['schemas'];
 export type RetrieverInput = Schemas['RetrieverCreateRequest'];
 
 /** Path words under /v1/retrievers/ that a name would shadow. */
-const RESERVED_NAMES = new Set(['stages', 'execute']);
+const RESERVED_NAMES = new Set(['stages', 'execute', 'explain']);
 
 export interface Caller extends ExecutionCaller {
   userEmail: string | null;
@@ -128,7 +128,10 @@ export class RetrieverService {
   }
 
   /** Runs a saved retriever and records the execution in its history. */
-  async execute(caller: Caller, namespace: ResolvedNamespace, nameOrId: string, inputs: Record<string, unknown>, pagination: PaginationRequest | undefined, log: Logger) {
+  async execute(
+    caller: Caller, namespace: ResolvedNamespace, nameOrId: string, inputs: Record<string, unknown>, pagination: PaginationRequest | undefined, log: Logger,
+    optimize?: boolean,
+  ) {
     const row = await this.get(caller.organizationId, namespace, nameOrId);
     this.checkStageVersions(row);
     const outcome = await this.engine.execute({
@@ -141,6 +144,7 @@ export class RetrieverService {
       inputs,
       budgetLimits: row.budget_limits,
       ...(pagination ? { pagination } : {}),
+      ...(optimize !== undefined ? { optimize } : {}),
       log,
     });
     await this.store.insertExecution({
@@ -178,7 +182,29 @@ export class RetrieverService {
       inputs: body.inputs,
       budgetLimits: body.budget_limits ?? {},
       ...(body.pagination ? { pagination: body.pagination } : {}),
+      ...(body.optimize !== undefined ? { optimize: body.optimize } : {}),
       log,
+    });
+  }
+
+  /** The plan a saved retriever would run for these inputs (nothing runs, nothing is recorded). */
+  async explain(caller: Caller, namespace: ResolvedNamespace, nameOrId: string, inputs: Record<string, unknown>, optimize: boolean | undefined) {
+    const row = await this.get(caller.organizationId, namespace, nameOrId);
+    this.checkStageVersions(row);
+    const explanation = await this.engine.explain({
+      caller, namespace, collectionIdentifiers: row.collection_ids, inputSchema: row.input_schema as never, stages: row.stages, inputs,
+      ...(optimize !== undefined ? { optimize } : {}),
+      cacheEnabled: (row.cache_config as { enabled?: unknown }).enabled === true,
+    });
+    return { row, explanation };
+  }
+
+  /** The plan of a pipeline that is not saved. */
+  async explainAdHoc(caller: Caller, namespace: ResolvedNamespace, body: Schemas['AdHocRetrieverExecuteRequest']) {
+    const checked = await this.checkPipeline(caller, namespace, body);
+    return this.engine.explain({
+      caller, namespace, collectionIdentifiers: checked.collections.map((c) => c.collection_id), inputSchema: checked.inputSchema, stages: body.stages,
+      inputs: body.inputs, ...(body.optimize !== undefined ? { optimize: body.optimize } : {}), cacheEnabled: null,
     });
   }
 
