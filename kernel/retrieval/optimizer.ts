@@ -30,7 +30,9 @@
  * checks it on random pipelines). The first stage of a pipeline reads the collections and later ones refine
  * what they receive, so no rule removes or moves the first stage away from the front, except into a stage
  * that takes its place as the reader. The one difference allowed: a first-stage filter that would have
- * failed for matching more than its `limit` may succeed once merged with a narrower filter.
+ * failed for matching more than its `limit` may succeed once merged with a narrower filter. An execution
+ * stopped by a budget limit returns what the plan that ran had found: a stage folded into a later one found
+ * nothing on its own (run with `optimize: false` to stop between the stages as written).
  *
  * Statistics: the stage that runs reports under its own (the user's) name; a stage folded into another or
  * removed reports `status: optimized_away` with `optimized_into` (the stage that took its work, or null).
