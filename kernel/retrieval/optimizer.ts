@@ -54,13 +54,15 @@ export interface SortTrait {
   key: string;
   /** The comparison without direction: two stable sorts on one field make the first one useless. */
   field: string;
-  /** The output order depends only on the set of documents, never on their incoming order. */
+  /** The output order depends only on the set of documents (distinct ids), never on their incoming order. */
   total: boolean;
 }
 
 /**
- * Optional promises a stage makes to the optimizer (all about the stage's own behaviour). A stage without
- * traits is never rewritten and stops order tracking.
+ * Optional promises a stage makes to the optimizer (all about the stage's own behaviour). Declaring any
+ * trait also promises that the stage never returns one document_id twice unless its input had it twice. A
+ * stage without traits is never rewritten, stops order tracking, and may duplicate documents (e.g. unwind),
+ * after which no sort counts as total (equal scores and ids would keep their incoming order).
  */
 export interface StageOptimizerTraits<P> {
   /**
@@ -244,7 +246,8 @@ export function optimizePipeline(prepared: readonly PreparedStage[], check: Para
       // eliminate_redundant_sorts: a sort whose order the next sort replaces entirely.
       const sa = i >= 1 ? ta.sort?.(a.parameters) : undefined;
       const sb = tb.sort?.(b.parameters);
-      if (sa && sb && (sb.total || (!sa.total && !sb.total && sa.field === sb.field))) {
+      const idsUnique = stages.slice(0, i).every((s) => s.stage.optimizer !== undefined);
+      if (sa && sb && ((sb.total && idsUnique) || (!sa.total && !sb.total && sa.field === sb.field))) {
         stages.splice(i, 1);
         remove(a, 'eliminate_redundant_sorts', null);
         return true;

@@ -67,16 +67,17 @@ function search(r: Rand): { stage_id: string; parameters: Record<string, unknown
 }
 
 function laterStage(r: Rand): { stage_id: string; parameters: Record<string, unknown> } {
-  switch (int(r, 0, 12)) {
+  switch (int(r, 0, 13)) {
     case 0: case 1: case 2: return { stage_id: 'attribute_filter', parameters: { filters: filter(r) } };
     case 3: return { stage_id: 'sort_relevance', parameters: r() < 0.8 ? {} : { direction: 'asc' } };
-    case 4: return { stage_id: 'sort_attribute', parameters: { field: pick(r, ['price', 'category', 'chunk_index', 'score']), direction: pick(r, ['asc', 'desc']) } };
+    case 4: return { stage_id: 'sort_attribute', parameters: { field: pick(r, ['price', 'category', 'chunk_index', 'score', 'label']), direction: pick(r, ['asc', 'desc']) } };
     case 5: return { stage_id: 'limit', parameters: { limit: int(r, 1, 20), ...(r() < 0.3 ? { offset: int(r, 0, 5) } : {}) } };
     case 6: return { stage_id: 'group_by', parameters: { field: pick(r, ['category', 'price']), output_mode: pick(r, ['first', 'flatten', 'all']), max_per_group: int(r, 1, 4) } };
     case 7: return search(r);
     case 8: return { stage_id: 'feature_search', parameters: r() < 0.5 ? { pre_filters: filter(r) } : {} };
     case 9: return { stage_id: 'score_normalize', parameters: { method: pick(r, ['min_max', 'z_score', 'softmax', 'l2']) } };
     case 10: return { stage_id: 'deduplicate', parameters: { fields: [pick(r, ['category', 'price'])] } };
+    case 11: return { stage_id: 'unwind', parameters: { field: 'labels', output_field: 'label' } };
     default: return { stage_id: 'sort_relevance', parameters: {} };
   }
 }
@@ -94,7 +95,9 @@ function pipeline(r: Rand): Stage[] {
       break;
     }
     case 4:
-      out.push(search(r), { stage_id: 'sort_attribute', parameters: { field: pick(r, ['price', 'category']) } });
+      // After an unwind, documents repeat: a sort before sort_relevance then decides the order of their ties.
+      out.push(search(r), ...(r() < 0.3 ? [{ stage_id: 'unwind', parameters: { field: 'labels', output_field: 'label' } }] : []));
+      out.push({ stage_id: 'sort_attribute', parameters: { field: pick(r, ['price', 'category', 'label']) } });
       out.push(r() < 0.5 ? { stage_id: 'sort_attribute', parameters: { field: 'price', direction: pick(r, ['asc', 'desc']) } } : { stage_id: 'sort_relevance', parameters: {} });
       break;
     default: out.push(r() < 0.3 ? { stage_id: 'attribute_filter', parameters: { filters: filter(r) } } : search(r));
@@ -131,6 +134,7 @@ describe('optimizer equivalence on random pipelines', () => {
       const category = pick(r, CATEGORIES);
       if (category !== null || r() < 0.5) fields.category = category;
       if (r() < 0.6) fields.tag = pick(r, WORDS);
+      fields.labels = Array.from({ length: int(r, 0, 3) }, () => pick(r, WORDS));
       const row = await t.kernel.services.get(Documents).upsert({
         organizationId, namespaceId: namespace.namespace_id, collectionId: collection.collection_id, sourceKey: `equiv:${i}`,
         rootObjectId: `obj_${i}`, sourceCollectionId: null, sourceDocumentId: null, processingTier: 0, fields, ownerPrincipal: owner,
@@ -150,6 +154,29 @@ describe('optimizer equivalence on random pipelines', () => {
     await t?.stop();
   });
 
+  const execute = async (stages: unknown[], optimize: boolean, key = t.adminKey) => {
+    const res = await t.request('POST', '/v1/retrievers/execute', {
+      key, headers: { 'X-Namespace': 'equiv' },
+      body: { collection_identifiers: ['equiv-docs'], input_schema: {}, inputs: {}, stages, pagination: { limit: 1000 }, optimize },
+    });
+    expect(res.status, JSON.stringify({ stages, body: res.body })).toBe(200);
+    return res.body as { status: string; error: string | null; documents: unknown[]; optimization_applied: boolean; optimization_summary?: { rules_applied: string[] } };
+  };
+
+  it('keeps the order of repeated documents (after unwind) that a sort before sort_relevance decided', async () => {
+    const stages = [
+      { stage_name: 'search', config: { stage_id: 'feature_search', parameters: { searches: [{ feature_uri: CONTRACT_FEATURE_URI, query: { vector: contractVector(5) }, top_k: 20 }] } } },
+      { stage_name: 'labels', config: { stage_id: 'unwind', parameters: { field: 'labels', output_field: 'label' } } },
+      { stage_name: 'by_label', config: { stage_id: 'sort_attribute', parameters: { field: 'label', direction: 'desc' } } },
+      { stage_name: 'by_score', config: { stage_id: 'sort_relevance', parameters: {} } },
+    ];
+    const plain = await execute(stages, false);
+    const fast = await execute(stages, true);
+    expect(plain.status).toBe('completed');
+    expect(plain.documents.length).toBeGreaterThan(20);
+    expect(fast.documents).toEqual(plain.documents);
+  });
+
   it('gives identical documents, order and scores with and without the optimizer', async () => {
     const r = seededRandom(7);
     const fired = new Map<string, number>();
@@ -158,14 +185,7 @@ describe('optimizer equivalence on random pipelines', () => {
     for (let n = 0; n < PIPELINES; n++) {
       const stages = pipeline(r);
       const key = n % 4 === 3 ? aliceKey : t.adminKey;
-      const run = async (optimize: boolean) => {
-        const res = await t.request('POST', '/v1/retrievers/execute', {
-          key, headers: { 'X-Namespace': 'equiv' },
-          body: { collection_identifiers: ['equiv-docs'], input_schema: {}, inputs: {}, stages, pagination: { limit: 1000 }, optimize },
-        });
-        expect(res.status, JSON.stringify({ stages, body: res.body })).toBe(200);
-        return res.body as { status: string; error: string | null; documents: unknown[]; optimization_applied: boolean; optimization_summary?: { rules_applied: string[] } };
-      };
+      const run = (optimize: boolean) => execute(stages, optimize, key);
       const plain = await run(false);
       const fast = await run(true);
       // Query vectors are long: the failure message shows their first numbers.

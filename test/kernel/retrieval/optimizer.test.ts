@@ -13,9 +13,10 @@ import limit from '../../../plugins/stages/limit/index.js';
 import sortAttribute from '../../../plugins/stages/sort_attribute/index.js';
 import sortRelevance from '../../../plugins/stages/sort_relevance/index.js';
 import textSearch from '../../../plugins/stages/text_search/index.js';
+import unwind from '../../../plugins/stages/unwind/index.js';
 
 const registry = new PluginRegistry();
-for (const s of [attributeFilter, featureSearch, groupBy, limit, sortAttribute, sortRelevance, textSearch]) registry.add(s, 'test');
+for (const s of [attributeFilter, featureSearch, groupBy, limit, sortAttribute, sortRelevance, textSearch, unwind]) registry.add(s, 'test');
 const checker = new StageChecker(registry);
 const check = (stage: StagePlugin<never>, parameters: Record<string, unknown>) => {
   try {
@@ -144,6 +145,11 @@ describe('eliminate_redundant_sorts', () => {
     expect(tieBreak.summary).toBeNull();
     const twice = optimizePipeline([vectorSearch(), st('sort_attribute', { field: 'price' }), st('limit', { limit: 2 }), st('sort_attribute', { field: 'price' }, 'again')], check);
     expect(names(twice)).not.toContain('again');
+  });
+
+  it('keeps a sort before a total sort once a stage that may repeat documents ran (their ties would keep its order)', () => {
+    const plan = optimizePipeline([vectorSearch(), st('unwind', { field: 'text', output_field: 'line' }), st('sort_attribute', { field: 'line' }), st('sort_relevance', {})], check);
+    expect(plan.summary).toBeNull();
   });
 
   it('never removes the first stage', () => {
