@@ -178,7 +178,7 @@ const MAX_REWRITES = 500;
 
 export function optimizePipeline(prepared: readonly PreparedStage[], check: ParameterCheck): OptimizedPlan {
   const t0 = performance.now();
-  let stages: PlannedStage[] = prepared.map((p, i) => ({ ...p, originalIndex: i, absorbed: [] }));
+  const stages: PlannedStage[] = prepared.map((p, i) => ({ ...p, originalIndex: i, absorbed: [] }));
   const removed: RemovedStage[] = [];
   const applied = new Set<OptimizerRule>();
 
@@ -272,7 +272,6 @@ export function optimizePipeline(prepared: readonly PreparedStage[], check: Para
   };
 
   for (let n = 0; n < MAX_REWRITES && rewriteOnce(); n++);
-  stages = stages.map((s) => ({ ...s }));
   removed.sort((x, y) => x.stage_index - y.stage_index);
 
   const changed = applied.size > 0;

@@ -258,7 +258,6 @@ export default defineStage<FeatureSearchParameters>({
     },
     // Hits (and fused hits) come best first, equal scores by document_id: what sort_relevance (desc) does.
     outputOrder: (params) => ((params.searches?.length ?? 0) > 0 ? 'relevance:desc' : undefined),
-    passThrough: false,
   },
   estimateOutput: (params, input, at) => {
     const searches = params.searches ?? [];
