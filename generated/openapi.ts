@@ -1300,6 +1300,32 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/retrievers/{retriever_id}/explain": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The plan of a saved retriever for these inputs, after optimization, with estimated costs (runs nothing).
+         * @description Takes the execute body (`inputs`; `optimize: false` shows the stages as written) and answers the plan the execution would run, without running any stage, returning any document or recording history: the stages after optimization with their parameters filled, the optimizer's rules and the stages it folded away, an estimated cost per stage and in total (credits and upper bounds of documents in and out, counted only over documents the key's principal may read), the bottleneck stages and suggestions (a pre-filter, a top_k larger than the final limit, a sort after a limit, no cache). Same rules as execute: 404 for an unknown retriever, 422 naming a bad input, 409 when the deployment runs other stage versions. Needs the `read` permission.
+         */
+        post: operations["explainRetriever"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/retrievers/{retriever_id}/interactions": {
         parameters: {
             query?: never;
@@ -1340,6 +1366,26 @@ export interface paths {
          * @description Runs stages over the named collections with the given inputs, as a saved retriever would, but saves nothing: the answer carries `X-Execution-Mode: anonymous` and `execution_metadata.retriever_persisted = false`, and no execution history is written. Inputs that break `input_schema`, and parameters that break a stage's schema once filled, are a 422 naming them; a stage failing while it runs gives `status: failed` with a readable `error`. Pagination `offset`, `page_number` or `keyset` (every keyset page runs the pipeline again and continues after the previous page's last documents); `cursor` pagination needs a saved retriever, whose history records the ranking it pages. `stream: true` (or `Accept: text/event-stream`) answers Server-Sent Events as the saved execute does. `return_presigned_urls` (body or query, default false) adds a fresh download URL to every stored blob the returned documents reference. Needs the `read` permission.
          */
         post: operations["executeAdHocRetriever"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/retrievers/explain": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The plan of a pipeline that is not saved, after optimization, with estimated costs (runs nothing).
+         * @description Takes the ad hoc execute body and answers what `POST /v1/retrievers/execute` would run, without running any stage or returning any document: the stages after optimization (parameters filled from `inputs`), the optimizer's rules and the stages it folded away, an estimated cost per stage and in total (credits and upper bounds of documents in and out, counted only over documents the key's principal may read), the bottleneck stages and suggestions. Inputs and parameters are checked as execute checks them (a 422 names them). Needs the `read` permission.
+         */
+        post: operations["explainAdHocRetriever"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1408,6 +1454,11 @@ export interface components {
             inputs: {
                 [key: string]: unknown;
             };
+            /**
+             * @description false runs the stages exactly as written, without the optimizer (results are the same; for comparison).
+             * @default true
+             */
+            optimize?: boolean;
             pagination?: components["schemas"]["RetrieverPagination"];
             /**
              * @description Add a fresh download URL to every stored blob the returned documents reference.
@@ -2505,6 +2556,11 @@ export interface components {
             inputs?: {
                 [key: string]: unknown;
             };
+            /**
+             * @description false runs the stages exactly as written, without the optimizer (results are the same; for comparison).
+             * @default true
+             */
+            optimize?: boolean;
             pagination?: components["schemas"]["RetrieverPagination"];
             /**
              * @description Add a fresh download URL to every stored blob the returned documents reference.
@@ -2588,11 +2644,63 @@ export interface components {
                 retriever_persisted: boolean;
                 retriever_version: number | null;
             };
+            /** @description true when the optimizer rewrote the stages (the results are the same). */
             optimization_applied: boolean;
+            optimization_summary?: components["schemas"]["RetrieverOptimizationSummary"];
             pagination: components["schemas"]["RetrieverResultPagination"];
             stage_statistics: components["schemas"]["RetrieverStatistics"];
             /** @enum {string} */
             status: "completed" | "failed" | "budget_exceeded";
+        };
+        RetrieverExplainResult: {
+            /** @description The stages with the highest estimated cost. */
+            bottleneck_stages: {
+                reason: string;
+                relative_cost: number;
+                stage_name: string;
+            }[];
+            estimated_total: {
+                credits: number;
+                documents_out: number;
+            };
+            optimization_applied: boolean;
+            optimization_summary?: components["schemas"]["RetrieverOptimizationSummary"];
+            optimized_away: {
+                optimized_into: string | null;
+                rule: string;
+                stage_id: string;
+                stage_index: number;
+                stage_name: string;
+            }[];
+            /** @description null for an ad hoc pipeline. */
+            retriever_id: string | null;
+            rules_applied: string[];
+            /** @description Documents of the collections the key may read (a user-scoped key counts only its principal's), at most 10001 (more are not counted). */
+            source_documents: number | null;
+            /** @description The stages that would run, in order. */
+            stages: {
+                /** @description Stages whose work this one does after optimization. */
+                absorbed: string[];
+                estimate: components["schemas"]["RetrieverStageEstimate"];
+                /** @description Parameters with inputs filled (and rewritten by the optimizer). */
+                parameters: {
+                    [key: string]: unknown;
+                };
+                /** @description Its place in the optimized plan. */
+                plan_index: number;
+                stage_id: string;
+                /** @description The stage's place in the retriever as written. */
+                stage_index: number;
+                stage_name: string;
+                stage_type: string;
+                version: string;
+            }[];
+            suggestions: {
+                /** @enum {string} */
+                code: "add_pre_filter" | "top_k_above_limit" | "sort_after_limit" | "no_cache";
+                message: string;
+                stage_name: string | null;
+            }[];
         };
         /** @description Map of input name to `{type (string, text, number, integer, boolean, array, object), required, description, default}`. */
         RetrieverInputSchema: {
@@ -2644,6 +2752,14 @@ export interface components {
             total: number;
             total_pages?: number;
         };
+        /** @description What the optimizer did; present only when optimization_applied is true. */
+        RetrieverOptimizationSummary: {
+            optimization_time_ms: number;
+            optimized_stage_count: number;
+            original_stage_count: number;
+            rules_applied: ("push_down_filters" | "group_by_push_down" | "merge_consecutive_filters" | "eliminate_redundant_sorts")[];
+            stage_reduction_pct: number;
+        };
         RetrieverPagination: {
             /** @description `cursor` / `keyset`: the `cursor` or `next_cursor` the previous page returned (none for the first page). */
             cursor?: string;
@@ -2693,6 +2809,13 @@ export interface components {
              */
             stage_type?: "filter" | "sort" | "reduce" | "group" | "apply" | "enrich";
         };
+        /** @description Estimates before running: credits the stage charges, upper bounds of the documents it receives and returns, and its share of the pipeline's estimated work (credits weigh 100 documents each). */
+        RetrieverStageEstimate: {
+            credits: number;
+            documents_in: number;
+            documents_out: number;
+            relative_cost: number;
+        };
         RetrieverStageInfo: {
             description: string;
             /** @description JSON Schema of `config.parameters`. */
@@ -2714,12 +2837,17 @@ export interface components {
             error?: string;
             inference_calls: number;
             input_count: number;
+            /** @description The stage that did this stage's work after optimization. */
+            optimized_into?: string | null;
             output_count: number;
             stage_id: string;
             stage_index: number;
             stage_name: string;
-            /** @enum {string} */
-            status: "completed" | "failed" | "skipped";
+            /**
+             * @description `optimized_away`: the optimizer folded this stage into `optimized_into` (or removed it as redundant: null).
+             * @enum {string}
+             */
+            status: "completed" | "failed" | "skipped" | "optimized_away";
             version: string | null;
         };
         RetrieverStatistics: {
@@ -5549,6 +5677,43 @@ export interface operations {
             429: components["responses"]["RateLimited"];
         };
     };
+    explainRetriever: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RetrieverExecuteRequest"];
+            };
+        };
+        responses: {
+            /** @description The plan. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrieverExplainResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
     recordRetrieverInteractions: {
         parameters: {
             query?: never;
@@ -5614,6 +5779,39 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["RetrieverExecutionResult"];
                     "text/event-stream": components["schemas"]["RetrieverExecutionEventStream"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    explainAdHocRetriever: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AdHocRetrieverExecuteRequest"];
+            };
+        };
+        responses: {
+            /** @description The plan. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrieverExplainResult"];
                 };
             };
             400: components["responses"]["BadRequest"];

@@ -364,6 +364,33 @@ export const operationTable = {
     "body": "json",
     "credits": 0
   },
+  "explainAdHocRetriever": {
+    "method": "post",
+    "path": "/v1/retrievers/explain",
+    "permission": "read",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "operation": "execute_retriever"
+    },
+    "namespaceHeader": "required",
+    "body": "json",
+    "credits": 0
+  },
+  "explainRetriever": {
+    "method": "post",
+    "path": "/v1/retrievers/{retriever_id}/explain",
+    "permission": "read",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "id_from": "path.retriever_id",
+      "operation": "execute_retriever"
+    },
+    "namespaceHeader": "required",
+    "body": "json",
+    "credits": 0
+  },
   "getApiKey": {
     "method": "get",
     "path": "/v1/organizations/users/{user_email}/api-keys/{key_name}",

@@ -15,6 +15,7 @@ import type { JsonSchema } from './json-schema.js';
 import type { InferenceClient } from './inference/client.js';
 import type { BlobStore } from './blobs/blob-store.js';
 import type { Services } from './tokens.js';
+import type { StageOptimizerTraits } from './retrieval/optimizer.js';
 
 export type { JsonSchema };
 
@@ -135,6 +136,13 @@ export interface StagePlugin<P = Record<string, unknown>> {
   check?: (params: P, definition: { inputNames: readonly string[] }) => StageParameterProblem[];
   run(ctx: StageContext, docs: StageDocument[], params: P): Promise<StageDocument[]>;
   cost?: (params: P) => number;
+  /** Promises about the stage's behaviour that let the optimizer rewrite pipelines (kernel/retrieval/optimizer.ts). */
+  optimizer?: StageOptimizerTraits<P>;
+  /**
+   * An upper bound of the documents the stage returns from `input` documents (`first`: it reads the
+   * collections, `source` visible documents), for explain; absent: it returns at most its input (first: none).
+   */
+  estimateOutput?: (params: P, input: number, at: { first: boolean; source: number }) => number;
 }
 
 export function defineStage<P = Record<string, unknown>>(definition: Omit<StagePlugin<P>, 'kind'>): StagePlugin<P> {

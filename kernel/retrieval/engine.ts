@@ -15,8 +15,10 @@ import { DocumentSource } from '../tokens.js';
 import { BudgetExceededError, type StageLimitName } from './budget.js';
 import { ExecutionCache, type CacheStorage, type CachedStageCounts, type ExecutionCacheRequest } from './cache.js';
 import type { DocumentSource as DocumentSourceShape } from './documents.js';
+import { explainPlan, type Explanation } from './explain.js';
 import { checkInputs, type InputSchema } from './inputs.js';
 import { paginate, type KeysetPosition, type PageContinuation, type PaginationRequest, type PaginationResult } from './pagination.js';
+import { optimizePipeline, unoptimizedPlan, type OptimizationSummary, type OptimizedPlan, type PreparedStage } from './optimizer.js';
 import { fillStageParameters, StageChecker, type StageSpec } from './pipeline.js';
 
 export interface BudgetLimits {
@@ -49,6 +51,8 @@ export interface ExecutionRequest {
   cache?: ExecutionCacheRequest;
   /** A keyset page: where the previous page of the same ranking ended. */
   keysetAfter?: KeysetPosition;
+  /** false runs the stages exactly as written (the optimizer is on by default). */
+  optimize?: boolean;
   log: Logger;
   /** Told as each stage starts and ends (streamed executions report progress through it). */
   observer?: ExecutionObserver;
@@ -76,7 +80,8 @@ export interface StageStatistics {
   stage_id: string;
   stage_index: number;
   version: string | null;
-  status: 'completed' | 'failed' | 'skipped';
+  /** `optimized_away`: the optimizer folded the stage into `optimized_into` (or removed it: null). */
+  status: 'completed' | 'failed' | 'skipped' | 'optimized_away';
   duration_ms: number;
   input_count: number;
   output_count: number;
@@ -84,6 +89,7 @@ export interface StageStatistics {
   inference_calls: number;
   cache_hit: boolean;
   error?: string;
+  optimized_into?: string | null;
 }
 
 export interface ExecutionOutcome {
@@ -115,6 +121,8 @@ export interface ExecutionOutcome {
   duration_ms: number;
   /** Whether a cached stage output was used; null when the execution does not cache. */
   cache_hit?: boolean | null;
+  /** Null when the optimizer changed nothing (or was off). */
+  optimization: OptimizationSummary | null;
 }
 
 const round = (ms: number) => Math.round(ms * 1000) / 1000;
@@ -157,17 +165,8 @@ export class RetrievalEngine {
   async execute(request: ExecutionRequest): Promise<ExecutionOutcome> {
     const startedAt = new Date();
     const t0 = performance.now();
-    const inputs = checkInputs(request.inputSchema, request.inputs);
-    // Every stage's parameters are filled and checked before anything runs: a bad input is a 422, not a half-run.
-    const prepared = request.stages.map((spec, i) => {
-      const stage = this.checker.stageOf(spec.config.stage_id);
-      if (!stage) {
-        throw new RequestValidationError([{ loc: ['body', 'stages', i, 'config', 'stage_id'], msg: `stage '${spec.config.stage_id}' is not registered`, type: 'unknown_stage' }]);
-      }
-      const parameters = fillStageParameters(stage, spec.config.parameters ?? {}, inputs);
-      this.checker.checkFilled(stage, parameters, ['body', 'stages', i, 'config', 'parameters']);
-      return { spec, stage, parameters };
-    });
+    const { inputs, prepared } = this.prepare(request.inputSchema, request.stages, request.inputs);
+    const plan = this.plan(prepared, request.optimize);
     const collections = await this.collections(request.caller, request.namespace, request.collectionIdentifiers);
 
     const limits = request.budgetLimits;
@@ -207,17 +206,17 @@ export class RetrievalEngine {
       request.cache && this.cacheStorage
         ? await ExecutionCache.open(this.cacheStorage, request.cache, {
             organizationId: request.caller.organizationId, namespaceId: request.namespace.id, principalId: request.caller.principalId,
-            collections, stages: prepared.map((p) => ({ stageName: p.spec.stage_name, stage: p.stage, parameters: p.parameters })), log: request.log,
+            collections, stages: plan.stages.map((p) => ({ stageName: p.spec.stage_name, stage: p.stage, parameters: p.parameters })), log: request.log,
           })
         : null;
     const hit = cache ? await cache.bestHit() : null;
     const counts: CachedStageCounts[] = hit ? hit.statistics : [];
     if (hit) docs = hit.documents;
 
-    for (const [index, { spec, stage, parameters }] of prepared.entries()) {
+    for (const [index, { spec, stage, parameters, originalIndex }] of plan.stages.entries()) {
       const cost = stage.cost ? stage.cost(parameters as never) : 0;
       const base: StageStatistics = {
-        stage_name: spec.stage_name, stage_id: stage.id, stage_index: index, version: stage.version, status: 'skipped',
+        stage_name: spec.stage_name, stage_id: stage.id, stage_index: originalIndex, version: stage.version, status: 'skipped',
         duration_ms: 0, input_count: docs.length, output_count: 0, credits: 0, inference_calls: 0, cache_hit: false,
       };
       if (hit && index <= hit.index) {
@@ -227,7 +226,7 @@ export class RetrievalEngine {
         stats[spec.stage_name] = served;
         // A stream still shows every stage start and complete, in order.
         request.observer?.stageStarted?.({
-          execution_id: request.executionId, stage_name: spec.stage_name, stage_id: stage.id, stage_index: index, total_stages: prepared.length, input_count: served.input_count,
+          execution_id: request.executionId, stage_name: spec.stage_name, stage_id: stage.id, stage_index: originalIndex, total_stages: prepared.length, input_count: served.input_count,
         });
         request.observer?.stageFinished?.({ execution_id: request.executionId, total_stages: prepared.length, statistics: served });
         continue;
@@ -247,7 +246,7 @@ export class RetrievalEngine {
       request.signal?.throwIfAborted();
       budget.creditsUsed += cost;
       request.observer?.stageStarted?.({
-        execution_id: request.executionId, stage_name: spec.stage_name, stage_id: stage.id, stage_index: index, total_stages: prepared.length, input_count: docs.length,
+        execution_id: request.executionId, stage_name: spec.stage_name, stage_id: stage.id, stage_index: originalIndex, total_stages: prepared.length, input_count: docs.length,
       });
       const s0 = performance.now();
       try {
@@ -276,9 +275,17 @@ export class RetrievalEngine {
       entry.inference_calls = budget.inferenceCalls - callsBefore;
       request.observer?.stageFinished?.({ execution_id: request.executionId, total_stages: prepared.length, statistics: entry });
       // A limit passed during the last stage stops nothing more, but it is still reported.
-      if (status === 'completed' && index === prepared.length - 1) exceeded = this.limitReached(budget, limits, elapsed(), 0, null, true);
+      if (status === 'completed' && index === plan.stages.length - 1) exceeded = this.limitReached(budget, limits, elapsed(), 0, null, true);
     }
     if (status === 'failed') docs = [];
+    for (const r of plan.removed) {
+      stats[r.stage_name] = {
+        stage_name: r.stage_name, stage_id: r.stage_id, stage_index: r.stage_index, version: r.version, status: 'optimized_away',
+        duration_ms: 0, input_count: 0, output_count: 0, credits: 0, inference_calls: 0, cache_hit: false, optimized_into: r.optimized_into,
+      };
+    }
+    // The user's stages in the user's order, whatever the plan ran.
+    const stages = Object.fromEntries(Object.values(stats).sort((a, b) => a.stage_index - b.stage_index).map((e) => [e.stage_name, e]));
 
     const { page, pagination, continuation } = paginate(docs, request.pagination, request.keysetAfter);
     const duration = elapsed();
@@ -290,7 +297,7 @@ export class RetrievalEngine {
       result_scores: docs.map((d) => (typeof d.score === 'number' && Number.isFinite(d.score) ? d.score : null)),
       pagination,
       continuation,
-      stage_statistics: { stages: stats, total_time_ms: round(duration), credits_used: budget.creditsUsed, inference_calls: budget.inferenceCalls },
+      stage_statistics: { stages, total_time_ms: round(duration), credits_used: budget.creditsUsed, inference_calls: budget.inferenceCalls },
       budget: {
         credits_used: budget.creditsUsed,
         credits_remaining: budget.maxCredits === null ? null : Math.max(0, budget.maxCredits - budget.creditsUsed),
@@ -306,7 +313,54 @@ export class RetrievalEngine {
       started_at: startedAt,
       duration_ms: round(duration),
       cache_hit: cache ? hit !== null : null,
+      optimization: plan.summary,
     };
+  }
+
+  /** The plan `execute` would run for this request, with estimates; runs no stage (kernel/retrieval/explain.ts). */
+  async explain(
+    request: Pick<ExecutionRequest, 'caller' | 'namespace' | 'collectionIdentifiers' | 'inputSchema' | 'stages' | 'inputs' | 'optimize'> & { cacheEnabled: boolean | null },
+  ): Promise<Explanation> {
+    const { prepared } = this.prepare(request.inputSchema, request.stages, request.inputs);
+    const plan = this.plan(prepared, request.optimize);
+    const collections = await this.collections(request.caller, request.namespace, request.collectionIdentifiers);
+    return explainPlan(plan, this.documents(), {
+      organizationId: request.caller.organizationId,
+      collectionIds: collections.map((c) => c.collection_id),
+      principalId: request.caller.principalId,
+      cacheEnabled: request.cacheEnabled,
+    });
+  }
+
+  /**
+   * Checks the inputs against the input schema, then fills and checks every stage's parameters before
+   * anything runs: a bad input is a 422, not a half-run.
+   */
+  prepare(inputSchema: InputSchema, specs: readonly StageSpec[], rawInputs: Record<string, unknown>): { inputs: Record<string, unknown>; prepared: PreparedStage[] } {
+    const inputs = checkInputs(inputSchema, rawInputs);
+    const prepared = specs.map((spec, i) => {
+      const stage = this.checker.stageOf(spec.config.stage_id);
+      if (!stage) {
+        throw new RequestValidationError([{ loc: ['body', 'stages', i, 'config', 'stage_id'], msg: `stage '${spec.config.stage_id}' is not registered`, type: 'unknown_stage' }]);
+      }
+      const parameters = fillStageParameters(stage, spec.config.parameters ?? {}, inputs);
+      this.checker.checkFilled(stage, parameters, ['body', 'stages', i, 'config', 'parameters']);
+      return { spec, stage, parameters };
+    });
+    return { inputs, prepared };
+  }
+
+  /** The stages that run: the optimizer's plan, or the user's stages as written when `optimize` is false. */
+  plan(prepared: readonly PreparedStage[], optimize: boolean | undefined): OptimizedPlan {
+    if (optimize === false) return unoptimizedPlan(prepared);
+    return optimizePipeline(prepared, (stage, parameters) => {
+      try {
+        this.checker.checkFilled(stage, parameters, ['optimizer']);
+        return true;
+      } catch {
+        return false;
+      }
+    });
   }
 
   /**

@@ -94,7 +94,8 @@ function toResult(outcome: ExecutionOutcome, retriever: RetrieverRow | null): Sc
     stage_statistics: outcome.stage_statistics,
     budget: outcome.budget as Schemas['RetrieverBudgetUse'],
     error: outcome.error,
-    optimization_applied: false,
+    optimization_applied: outcome.optimization !== null,
+    ...(outcome.optimization ? { optimization_summary: outcome.optimization } : {}),
     execution_metadata: {
       retriever_persisted: retriever !== null,
       retriever_id: retriever?.retriever_id ?? null,
@@ -237,6 +238,7 @@ export default defineResource({
           ...optional('pagination', paginationOf(body)),
           presignUrls: presignOf(body, query),
           returnVectors: body?.return_vectors === true,
+          ...optional('optimize', body?.optimize),
           ...streaming,
           log: ctx.log,
         });
@@ -254,6 +256,7 @@ export default defineResource({
           ...optional('pagination', paginationOf(body)),
           presignUrls: presignOf(body, query),
           returnVectors: body?.return_vectors === true,
+          ...optional('optimize', body?.optimize),
           ...streaming,
           log: ctx.log,
         });
@@ -263,6 +266,14 @@ export default defineResource({
       const headers = { 'X-Execution-Mode': 'anonymous' };
       if (wantsEventStream(req, body.stream)) return streamExecution(res, ctx.log, headers, (observer, signal) => run({ observer, signal }));
       return { status: 200, body: await run(), headers };
+    },
+    explainRetriever: async ({ params, body, ctx, services }) => {
+      const { row, explanation } = await services.get(Retrievers).explain(callerFrom(ctx), namespaceOf(ctx), params.retriever_id, body?.inputs ?? {}, body?.optimize);
+      return { status: 200, body: { retriever_id: row.retriever_id, ...explanation } };
+    },
+    explainAdHocRetriever: async ({ body, ctx, services }) => {
+      const explanation = await services.get(Retrievers).explainAdHoc(callerFrom(ctx), namespaceOf(ctx), body);
+      return { status: 200, body: { retriever_id: null, ...explanation } };
     },
     recordRetrieverInteractions: async ({ params, body, ctx, services }) => {
       const interactions = 'interactions' in body ? body.interactions : [body];

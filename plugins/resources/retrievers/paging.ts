@@ -111,6 +111,7 @@ export async function recordedPage(
     inputs: execution.inputs,
     started_at: startedAt,
     duration_ms: duration,
+    optimization: null,
   };
 }
 

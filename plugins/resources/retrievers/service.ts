@@ -25,7 +25,7 @@ type Schemas = components['schemas'];
 export type RetrieverInput = Schemas['RetrieverCreateRequest'];
 
 /** Path words under /v1/retrievers/ that a name would shadow. */
-const RESERVED_NAMES = new Set(['stages', 'execute']);
+const RESERVED_NAMES = new Set(['stages', 'execute', 'explain']);
 
 export interface Caller extends ExecutionCaller {
   userEmail: string | null;
@@ -39,6 +39,8 @@ export interface ExecuteOptions {
   presignUrls?: boolean;
   /** Each returned document carries its stored vectors by feature name (kernel/retrieval/vectors.ts). */
   returnVectors?: boolean;
+  /** false runs the stages exactly as written (the optimizer is on by default). */
+  optimize?: boolean;
   /** Told as stages start and end (streaming). */
   observer?: ExecutionObserver;
   /** Aborted when the client went away: no further stage starts. */
@@ -245,6 +247,7 @@ export class RetrieverService {
       ...(plan.keysetAfter ? { keysetAfter: plan.keysetAfter } : {}),
       ...(options.observer ? { observer: options.observer } : {}),
       ...(options.signal ? { signal: options.signal } : {}),
+      ...(options.optimize !== undefined ? { optimize: options.optimize } : {}),
       log: options.log,
     };
   }
@@ -262,6 +265,27 @@ export class RetrieverService {
       documents = await signer.sign(documents);
     }
     return documents === outcome.documents ? outcome : { ...outcome, documents };
+  }
+
+  /** The plan a saved retriever would run for these inputs (nothing runs, nothing is recorded). */
+  async explain(caller: Caller, namespace: ResolvedNamespace, nameOrId: string, inputs: Record<string, unknown>, optimize: boolean | undefined) {
+    const row = await this.get(caller.organizationId, namespace, nameOrId);
+    this.checkStageVersions(row);
+    const explanation = await this.engine.explain({
+      caller, namespace, collectionIdentifiers: row.collection_ids, inputSchema: row.input_schema as never, stages: row.stages, inputs,
+      ...(optimize !== undefined ? { optimize } : {}),
+      cacheEnabled: (row.cache_config as { enabled?: unknown }).enabled === true,
+    });
+    return { row, explanation };
+  }
+
+  /** The plan of a pipeline that is not saved. */
+  async explainAdHoc(caller: Caller, namespace: ResolvedNamespace, body: Schemas['AdHocRetrieverExecuteRequest']) {
+    const checked = await this.checkPipeline(caller, namespace, body);
+    return this.engine.explain({
+      caller, namespace, collectionIdentifiers: checked.collections.map((c) => c.collection_id), inputSchema: checked.inputSchema, stages: body.stages,
+      inputs: body.inputs, ...(body.optimize !== undefined ? { optimize: body.optimize } : {}), cacheEnabled: null,
+    });
   }
 
   /** A saved pipeline runs only with the stage versions it was built with: a new version never changes it silently. */

@@ -6,6 +6,7 @@
  */
 import { InputError } from '../../../kernel/errors.js';
 import { matchesFilter, parseFilter } from '../../../kernel/filters/filter.js';
+import type { FilterInput } from '../../../kernel/filters/filter.js';
 import { defineStage } from '../../../kernel/plugins.js';
 import { filterView } from '../../../kernel/retrieval/documents.js';
 import { filterDefs, filterRef } from '../../../kernel/retrieval/schemas.js';
@@ -43,6 +44,15 @@ export default defineStage<AttributeFilterParameters>({
       },
     },
   },
+  // A pure filter: it may be merged with the next one, or pushed into a search (kernel/retrieval/optimizer.ts).
+  optimizer: {
+    filter: {
+      read: (params) => params.filters as FilterInput,
+      write: (params, filters) => ({ ...params, filters: filters as Record<string, unknown> }),
+    },
+    passThrough: true,
+  },
+  estimateOutput: (params, input, at) => (at.first ? Math.min(at.source, params.limit ?? MAX_SOURCE_DOCUMENTS) : input),
   async run(ctx, docs, params) {
     const filter = parseFilter(params.filters, ['parameters', 'filters']);
     if (ctx.stageIndex === 0) {

@@ -22,6 +22,7 @@ import { NotFoundError, InputError } from '../../../kernel/errors.js';
 import { matchesFilter, parseFilter, type FilterNode, type Group, type ParsedFilter } from '../../../kernel/filters/filter.js';
 import type { InferenceClient } from '../../../kernel/inference/client.js';
 import { defineStage, type StageContext, type StageDocument } from '../../../kernel/plugins.js';
+import { conjoinFilters } from '../../../kernel/retrieval/optimizer.js';
 import { filterView, type DocumentSource as DocumentSourceShape, type RetrievalFeature } from '../../../kernel/retrieval/documents.js';
 import { filterDefs, filterRef } from '../../../kernel/retrieval/schemas.js';
 import { DocumentSource, Inference, VectorIndex, resolve } from '../../../kernel/tokens.js';
@@ -180,7 +181,10 @@ class Searcher {
   }
 
   /** Top hits of one feature index, visible to the caller and passing the filters, best first. */
-  async searchIndex(feature: RetrievalFeature, vector: number[], topK: number, minScore: number | undefined, indexFilter: ParsedFilter | undefined, afterFilter: ParsedFilter | undefined) {
+  async searchIndex(
+    feature: RetrievalFeature, vector: number[], topK: number, minScore: number | undefined, indexFilter: ParsedFilter | undefined, afterFilter: ParsedFilter | undefined,
+    candidateIds: ReadonlySet<string> | undefined,
+  ) {
     const vectors = resolve(this.ctx.container, VectorIndex);
     let fetch = topK;
     for (;;) {
@@ -196,7 +200,8 @@ class Searcher {
       const docs = await this.documents.getByIds(this.ctx.organizationId, [feature.collection_id], scored.map((h) => h.id), this.ctx.principalId);
       const byId = new Map(docs.map((d) => [d.document_id, d]));
       const kept = scored
-        .filter((h) => byId.has(h.id) && (!afterFilter || matchesFilter(afterFilter, filterView(byId.get(h.id)!))))
+        // Candidates too many to restrict in the index are checked here, inside the widening: top_k is still exact.
+        .filter((h) => byId.has(h.id) && (!candidateIds || candidateIds.has(h.id)) && (!afterFilter || matchesFilter(afterFilter, filterView(byId.get(h.id)!))))
         .map((h) => ({ id: h.id, score: h.score, doc: byId.get(h.id)! }));
       const exhausted = hits.length < fetch || scored.length < hits.length || fetch >= MAX_FETCH;
       if (kept.length >= topK || exhausted) return kept.slice(0, topK);
@@ -263,6 +268,31 @@ export default defineStage<FeatureSearchParameters>({
     },
   },
   cost: (params) => params.searches?.length ?? 0,
+  optimizer: {
+    // Without searches it is a pure filter: a filter after it may join pre_filters, unless final_top_k cuts
+    // the first stage's read before that filter would have run.
+    absorbFollowingFilter: (params, filter, at) => {
+      if ((params.searches?.length ?? 0) > 0 || (at.first && params.final_top_k !== undefined)) return undefined;
+      const pre = conjoinFilters(params.pre_filters, filter);
+      return pre ? { ...params, pre_filters: pre as Record<string, unknown> } : undefined;
+    },
+    // After a reading filter, searches rank exactly the filter's matches (restricted in the index, or checked
+    // while widening): the same as searching the collections with the filter as a pre-filter.
+    absorbSourceFilter: (params, filter) => {
+      if ((params.searches?.length ?? 0) === 0) return undefined;
+      const pre = conjoinFilters(params.pre_filters, filter);
+      return pre ? { ...params, pre_filters: pre as Record<string, unknown> } : undefined;
+    },
+    // Hits (and fused hits) come best first, equal scores by document_id: what sort_relevance (desc) does.
+    outputOrder: (params) => ((params.searches?.length ?? 0) > 0 ? 'relevance:desc' : undefined),
+  },
+  estimateOutput: (params, input, at) => {
+    const searches = params.searches ?? [];
+    const available = at.first ? at.source : input;
+    if (searches.length === 0) return params.final_top_k !== undefined && at.first ? Math.min(available, params.final_top_k) : available;
+    const perSearch = Math.max(...searches.map((s) => s.top_k ?? 10));
+    return Math.min(available, params.final_top_k ?? perSearch, searches.reduce((n, s) => n + (s.top_k ?? 10), 0));
+  },
   async run(ctx, docs, params) {
     const documents = resolve(ctx.container, DocumentSource);
     const filter = params.pre_filters ? parseFilter(params.pre_filters, ['parameters', 'pre_filters']) : undefined;
@@ -313,8 +343,8 @@ export default defineStage<FeatureSearchParameters>({
       for (const feature of matching) {
         const vector = await searcher.vectorFor(search, feature, i);
         if (!vector) continue;
-        const hits = await searcher.searchIndex(feature, vector, topK, search.min_score, indexFilter, afterFilter);
-        merged.push(...hits.filter((h) => !candidateIds || candidateIds.has(h.id)));
+        const hits = await searcher.searchIndex(feature, vector, topK, search.min_score, indexFilter, afterFilter, within ? undefined : candidateIds);
+        merged.push(...hits);
       }
       merged.sort((a, b) => b.score - a.score || (a.id < b.id ? -1 : 1));
       const top = merged.slice(0, topK);

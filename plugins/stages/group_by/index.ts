@@ -44,6 +44,8 @@ export default defineStage<GroupByParameters>({
       output_mode: { enum: ['first', 'all', 'flatten'], default: 'first' },
     },
   },
+  optimizer: { groupKey: (params) => params.field },
+  estimateOutput: (_params, input, at) => (at.first ? 0 : input),
   async run(_ctx, docs, params) {
     const groups = new Map<string, Group>();
     for (const doc of docs) {

@@ -20,6 +20,8 @@ export default defineStage<LimitParameters>({
       offset: { type: 'integer', minimum: 0, maximum: 100_000, default: 0 },
     },
   },
+  optimizer: { passThrough: true },
+  estimateOutput: (params, input, at) => (at.first ? 0 : Math.max(0, Math.min(params.limit, input - (params.offset ?? 0)))),
   async run(_ctx, docs, params) {
     const offset = params.offset ?? 0;
     return docs.slice(offset, offset + params.limit);

@@ -38,6 +38,10 @@ export default defineStage<SortAttributeParameters>({
       direction: { enum: ['asc', 'desc'], default: 'desc' },
     },
   },
+  // Stable: ties keep their incoming order, so it is not total; two sorts on one field leave only the second's effect.
+  optimizer: {
+    sort: (params) => ({ key: `sort_attribute:${params.field}:${params.direction ?? 'desc'}`, field: `sort_attribute:${params.field}`, total: false }),
+  },
   async run(_ctx, docs, params) {
     const sign = (params.direction ?? 'desc') === 'desc' ? -1 : 1;
     const keyed = docs.map((doc) => ({ doc, value: readPath(doc, params.field) }));

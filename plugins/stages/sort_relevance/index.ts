@@ -24,6 +24,10 @@ export default defineStage<SortRelevanceParameters>({
       direction: { enum: ['asc', 'desc'], default: 'desc' },
     },
   },
+  // Ties are ordered by document_id: the output order never depends on the input order (total).
+  optimizer: {
+    sort: (params) => ({ key: `relevance:${params.direction ?? 'desc'}`, field: 'relevance', total: true }),
+  },
   async run(_ctx, docs, params) {
     const sign = (params.direction ?? 'desc') === 'desc' ? -1 : 1;
     return [...docs].sort((a, b) => {

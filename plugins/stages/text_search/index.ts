@@ -61,6 +61,9 @@ export default defineStage<TextSearchParameters>({
       min_score: { type: 'number', minimum: 0, description: 'Drop documents scoring below this.' },
     },
   },
+  // BM25 hits come best first, equal scores by document_id: sort_relevance (desc) after it changes nothing.
+  optimizer: { outputOrder: () => 'relevance:desc' },
+  estimateOutput: (params, input, at) => Math.min(params.top_k ?? 10, at.first ? at.source : input),
   async run(ctx: StageContext, docs: StageDocument[], params: TextSearchParameters): Promise<StageDocument[]> {
     // Like feature_search: the first stage searches the collections, a later one ranks what it was given.
     const withinInput = ctx.stageIndex > 0;

@@ -198,6 +198,8 @@ describe('retrievers: resource, execution engine and history', () => {
   it('stops at a budget limit between stages, naming it and returning what was found so far', async () => {
     const run = await api('POST', '/v1/retrievers/execute', {
       collection_identifiers: ['products'], input_schema: {}, inputs: {}, budget_limits: { max_credits: 0 },
+      // As written: the optimizer would fold the filter into the search, leaving nothing found before it.
+      optimize: false,
       stages: [
         filterStage({ AND: [{ field: 'category', operator: 'eq', value: 'chairs' }] }),
         { stage_name: 'search', config: { stage_id: 'feature_search', parameters: { searches: [{ feature_uri: 'tessera://text_extractor@1.0/text_embedding', query: { text: 'x' } }] } } },
