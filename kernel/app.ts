@@ -199,6 +199,7 @@ async function assembleCore(
             db,
             // PGlite has one connection in one process; PostgreSQL may be shared by several API processes.
             lockDuringWrites: database.kind === 'postgres',
+            sharedDatabase: database.kind === 'postgres',
             log: log.child({ component: 'vectors' }),
             maxVectors: config.vectorMemoryMaxVectors,
           },

@@ -39,6 +39,12 @@ export interface HnswMemoryOptions {
    * one connection), where writes are ordered in-process instead.
    */
   lockDuringWrites: boolean;
+  /**
+   * Other processes may write to the same database (default true). False for PGlite, which one process
+   * opens alone: every write then passes through this instance, so a loaded graph is current and searches
+   * skip reading the change log (one query fewer on PGlite's single connection).
+   */
+  sharedDatabase?: boolean;
   log?: Pick<Logger, 'info' | 'warn'>;
   graph?: Partial<MemoryGraphOptions>;
   /** Vectors held in memory at most, over all indexes (default 2,000,000). */
@@ -77,9 +83,9 @@ export class HnswMemoryIndex implements VectorIndex {
   }
 
   /** Vectors and approximate bytes held in memory for an index (undefined when not loaded here). */
-  memory(name: string): { vectors: number; bytes: number } | undefined {
+  memory(name: string): { vectors: number; bytesPerVector: number; allocatedBytes: number } | undefined {
     const graph = this.graphs.get(name);
-    return graph ? { vectors: graph.size - graph.dead, bytes: graph.capacityBytes } : undefined;
+    return graph ? { vectors: graph.size - graph.dead, bytesPerVector: graph.bytesPerSlot, allocatedBytes: graph.capacityBytes } : undefined;
   }
 
   async ensureIndex(spec: IndexSpec): Promise<void> {
@@ -184,6 +190,10 @@ export class HnswMemoryIndex implements VectorIndex {
 
   /** The index's graph, brought up to date with the change log; undefined when it is searched in the durable engine. */
   private async current(name: string): Promise<MemoryGraph | undefined> {
+    if (this.settings.sharedDatabase === false) {
+      const graph = this.graphs.get(name);
+      if (graph) return graph;
+    }
     const head = await this.changes.head(name);
     if (!head) {
       // Dropped by another process since this one built its graph.

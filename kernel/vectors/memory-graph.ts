@@ -89,10 +89,17 @@ export class MemoryGraph {
     return this.dead > 10_000 && this.dead > this.labels.size;
   }
 
-  /** Approximate bytes held: graph links and vectors (hnswlib's and ours), ids, payloads (JSON size as a proxy). */
+  /**
+   * Approximate bytes per vector slot, payload aside: the vector twice (hnswlib's copy and ours, float32),
+   * hnswlib's base-layer links (2·M) and header, the upper layers' share, the alive byte.
+   */
+  get bytesPerSlot(): number {
+    return this.spec.dims * 4 * 2 + (this.options.m * 2 + 1) * 4 + 8 + Math.ceil(((this.options.m + 1) * 4) / Math.log(this.options.m)) + 1;
+  }
+
+  /** Approximate bytes held by the allocated slots (capacity grows by doubling), payloads aside. */
   get capacityBytes(): number {
-    const linkBytes = (this.options.m * 2 + 1) * 4 + 8;
-    return this.capacity * (this.spec.dims * 4 * 2 + linkBytes + 1);
+    return this.capacity * this.bytesPerSlot;
   }
 
   put(record: VectorRecord): void {

@@ -283,7 +283,7 @@ async function overHttp(backend: string): Promise<void> {
     const fused = await latencies(QUERIES, (i) => execute(hybrid, { vector: queries[i], q: textQueries[i] }));
     rows.push(['hybrid (vector + BM25, rrf) p50 / p95', `${ms(fused.p50)} / ${ms(fused.p95)}`]);
     if (memory) {
-      rows.push(['in-process index: vectors / bytes per vector', `${memory.vectors} / ${Math.round(memory.bytes / Math.max(1, memory.vectors))} (graph + vectors)`]);
+      rows.push(['in-process index: vectors / bytes per vector', `${memory.vectors} / ${memory.bytesPerVector} (graph + 2 vector copies; payloads aside)`]);
     }
     rows.push(['process RSS growth over load (MB)', `${Math.round((rssAfter - rssBefore) / 1e6)}`]);
     report(`${backend === 'postgres' ? 'PostgreSQL' : 'embedded (PGlite)'}: through HTTP, saved retriever execute`, rows);

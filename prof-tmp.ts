@@ -1,0 +1,27 @@
+import { mkdtemp } from 'node:fs/promises';
+import os from 'node:os'; import path from 'node:path';
+import { pino } from 'pino';
+import { startKernel } from './kernel/app.js';
+import { loadConfig } from './kernel/config.js';
+import { clusteredVectors } from './test/support/embeddings.js';
+import builtins from './plugins/index.js';
+const home = await mkdtemp(path.join(os.tmpdir(), 'tprof-'));
+const adminKey = `svc_sk_bench_${'r'.repeat(47)}`;
+const kernel = await startKernel({ config: { ...loadConfig(), home, port: 0, host: '127.0.0.1', adminKey, logLevel: 'silent', batchHealthIntervalMs: 0, databaseUrl: process.env.PGURL }, plugins: builtins.map((plugin) => ({ plugin, origin: 'builtin' })), overrides: { logger: pino({ level: 'silent' }) } });
+const ns = `p${Date.now().toString(36)}`;
+const call = async (method: string, route: string, body?: unknown) => { const res = await fetch(`${kernel.url}${route}`, { method, headers: { Authorization: `Bearer ${adminKey}`, 'X-Namespace': ns, 'Content-Type': 'application/json' }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) }); const j = await res.json() as any; if (!res.ok) throw new Error(JSON.stringify(j)); return j; };
+await call('POST', '/v1/namespaces', { namespace_name: ns });
+await call('POST', '/v1/buckets', { bucket_name: 'u' });
+await call('POST', '/v1/collections/create', { collection_name: 'bench', source: { type: 'bucket', bucket_id: 'u' }, feature_extractors: [{ feature_extractor_name: 'text_extractor' }] });
+const vs = clusteredVectors(1000, 384, 1);
+await call('POST', '/v1/collections/bench/documents/bulk', { documents: vs.map((v, i) => ({ key: `d${i}`, fields: { text: `hello ${i}`, n: i }, vectors: { text_embedding: v } })) });
+const r = (await call('POST', '/v1/retrievers', { retriever_name: 'vec', collection_identifiers: ['bench'], input_schema: { vector: { type: 'array', required: true } }, stages: [{ stage_name: 's', stage_type: 'filter', config: { stage_id: 'feature_search', parameters: { searches: [{ feature_uri: 'tessera://text_extractor@1.0/text_embedding', query: { vector: '{{inputs.vector}}' }, top_k: 10 }], final_top_k: 10 } } }] })).retriever.retriever_id;
+const qs = clusteredVectors(50, 384, 2);
+for (let i = 0; i < 20; i++) await call('POST', `/v1/retrievers/${r}/execute`, { inputs: { vector: qs[i % 50] } });
+const mode = process.env.MODE ?? 'saved';
+const t: number[] = [];
+let last: any;
+for (let i = 0; i < 300; i++) { const t0 = performance.now(); last = mode === 'saved' ? await call('POST', `/v1/retrievers/${r}/execute`, { inputs: { vector: qs[i % 50] } }) : await call('POST', `/v1/retrievers/execute`, { collection_identifiers: ['bench'], input_schema: {}, inputs: {}, stages: [{ stage_name: 's', stage_type: 'filter', config: { stage_id: 'feature_search', parameters: { searches: [{ feature_uri: 'tessera://text_extractor@1.0/text_embedding', query: { vector: qs[i % 50] }, top_k: 10 }], final_top_k: 10 } } }] }); t.push(performance.now() - t0); }
+t.sort((a, b) => a - b);
+console.log(mode, 'p50', t[150].toFixed(2), 'p95', t[285].toFixed(2), 'stage stats', JSON.stringify(last.stage_statistics ?? last.execution_metadata)?.slice(0, 400));
+await kernel.stop();
