@@ -80,7 +80,7 @@ export function payloadFor(i: number): Record<string, unknown> {
   };
 }
 
-const FILTERS: Array<[string, FilterInput]> = [
+export const FILTERS: Array<[string, FilterInput]> = [
   ['eq string (case-insensitive)', { AND: [{ field: 'metadata.color', operator: 'eq', value: 'red' }] }],
   ['eq string (case-sensitive)', { AND: [{ field: 'metadata.color', operator: 'eq', value: 'Red' }], case_sensitive: true }],
   ['eq top-level', { AND: [{ field: 'organization_id', operator: 'eq', value: 'org_1' }] }],

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { loadConfig } from '../../../kernel/config.js';
 import { openDatabase, type DatabaseHandle } from '../../../kernel/db/database.js';
 import { parseFilter } from '../../../kernel/filters/filter.js';
 import { createVectorIndex, HnswMemoryIndex } from '../../../kernel/vectors/index.js';
@@ -82,6 +83,14 @@ describe('in-process HNSW index', () => {
   });
   afterAll(async () => {
     await store?.close();
+  });
+
+  it('is on by default and VECTOR_MEMORY_INDEX=off turns it off', () => {
+    expect(loadConfig({}).vectorMemoryIndex).toBe(true);
+    expect(loadConfig({ VECTOR_MEMORY_INDEX: 'off' }).vectorMemoryIndex).toBe(false);
+    const durable = createVectorIndex({ engine: 'lancedb', lanceDir: store.lanceDir });
+    expect(durable.engine).toBe('lancedb');
+    expect(store.open().engine).toBe(store.handle.hasPgvector ? 'memory+pgvector' : 'memory+lancedb');
   });
 
   it('keeps recall@10 ≥ 0.98 unfiltered and at 50%, 10% and 1% selectivity, choosing the plan by the filter', async () => {
