@@ -193,6 +193,18 @@ async function assembleCore(
     engine: chooseEngine({ requested: config.vectorEngine, hasPgvector: database.hasPgvector }),
     db,
     lanceDir: path.join(config.home, 'vectors'),
+    ...(config.vectorMemoryIndex
+      ? {
+          memory: {
+            db,
+            // PGlite has one connection in one process; PostgreSQL may be shared by several API processes.
+            lockDuringWrites: database.kind === 'postgres',
+            sharedDatabase: database.kind === 'postgres',
+            log: log.child({ component: 'vectors' }),
+            maxVectors: config.vectorMemoryMaxVectors,
+          },
+        }
+      : {}),
   });
   lifecycle.onShutdown('vector index', () => vectors.close());
   container.bind(T.VectorIndex).toConstantValue(vectors);

@@ -69,6 +69,14 @@ export interface Config {
   uploadCleanupIntervalMs: number;
   /** Vector engine; absent means pgvector when the database has it, else LanceDB under `home/vectors`. */
   vectorEngine: 'pgvector' | 'lancedb' | undefined;
+  /**
+   * `VECTOR_MEMORY_INDEX` (default on): search an in-process HNSW copy of each index, kept current from
+   * the database's change log, in front of the vector engine (which stays the source of truth). Off:
+   * every search runs in the engine itself.
+   */
+  vectorMemoryIndex: boolean;
+  /** `VECTOR_MEMORY_MAX_VECTORS`: vectors one process holds in memory at most (larger indexes are searched in the engine). */
+  vectorMemoryMaxVectors: number;
   /** Remote `tessera inference` workers; absent means workers this process spawns itself. */
   inferenceAddresses: string[];
   /** How many inference workers to spawn when there are no remote ones (default: one per core). */
@@ -200,6 +208,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     urlFetchTimeoutMs: int(env.TESSERA_URL_FETCH_TIMEOUT_MS, 30_000, 'TESSERA_URL_FETCH_TIMEOUT_MS'),
     uploadCleanupIntervalMs: int(env.TESSERA_UPLOAD_CLEANUP_INTERVAL_MS, 300_000, 'TESSERA_UPLOAD_CLEANUP_INTERVAL_MS'),
     vectorEngine: vectorEngine(text(env.VECTOR_ENGINE)),
+    vectorMemoryIndex: bool(env.VECTOR_MEMORY_INDEX, true),
+    vectorMemoryMaxVectors: int(env.VECTOR_MEMORY_MAX_VECTORS, 2_000_000, 'VECTOR_MEMORY_MAX_VECTORS'),
     inferenceAddresses: (env.INFERENCE_ADDRESSES ?? '')
       .split(',')
       .map((a) => a.trim())

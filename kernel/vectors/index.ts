@@ -2,8 +2,11 @@
  * Picks and builds the vector engine. pgvector whenever the database has it (one store, transactional
  * with the documents); LanceDB otherwise, e.g. on a PostgreSQL server without the extension.
  */
+import type { Logger } from 'pino';
 import { InputError } from '../errors.js';
 import type { Database } from '../db/database.js';
+import { HnswMemoryIndex, type DurableVectorIndex } from './hnsw-memory.js';
+import type { MemoryGraphOptions } from './memory-graph.js';
 import { LanceDbIndex, type LanceDbOptions } from './lancedb.js';
 import { PgvectorIndex, type PgvectorOptions } from './pgvector.js';
 import type { VectorEngine, VectorIndex } from './vector-index.js';
@@ -11,6 +14,7 @@ import type { VectorEngine, VectorIndex } from './vector-index.js';
 export * from './vector-index.js';
 export { LanceDbIndex } from './lancedb.js';
 export { PgvectorIndex, payloadFieldResolver } from './pgvector.js';
+export { HnswMemoryIndex, type DurableVectorIndex, type HnswMemoryOptions } from './hnsw-memory.js';
 
 export function chooseEngine(options: { requested?: VectorEngine | undefined; hasPgvector: boolean }): VectorEngine {
   if (options.requested === 'pgvector' && !options.hasPgvector) {
@@ -27,9 +31,27 @@ export interface CreateVectorIndexOptions {
   lanceDir?: string;
   pgvector?: PgvectorOptions;
   lancedb?: Omit<LanceDbOptions, 'uri'>;
+  /**
+   * Put the in-process HNSW index (hnsw-memory.ts) in front of the engine; needs the database for its
+   * change log. `lockDuringWrites`: true when several processes may share the database (PostgreSQL).
+   */
+  memory?: { db: Database; lockDuringWrites: boolean; sharedDatabase?: boolean; log?: Logger; maxVectors?: number; graph?: Partial<MemoryGraphOptions> };
 }
 
 export function createVectorIndex(options: CreateVectorIndexOptions): VectorIndex {
+  const durable = createDurableIndex(options);
+  const memory = options.memory;
+  if (!memory) return durable;
+  return new HnswMemoryIndex(durable, memory.db, {
+    lockDuringWrites: memory.lockDuringWrites,
+    ...(memory.sharedDatabase !== undefined ? { sharedDatabase: memory.sharedDatabase } : {}),
+    ...(memory.log ? { log: memory.log } : {}),
+    ...(memory.maxVectors !== undefined ? { maxVectors: memory.maxVectors } : {}),
+    ...(memory.graph ? { graph: memory.graph } : {}),
+  });
+}
+
+function createDurableIndex(options: CreateVectorIndexOptions): DurableVectorIndex {
   if (options.engine === 'pgvector') {
     if (!options.db) throw new InputError('the pgvector engine needs a database');
     return new PgvectorIndex(options.db, options.pgvector);

@@ -57,7 +57,9 @@ export class LanceDbIndex implements VectorIndex {
   }
 
   private connect(): Promise<Connection> {
-    this.connection ??= import('@lancedb/lancedb').then((lancedb) => lancedb.connect(this.options.uri)).catch((err: unknown) => {
+    // Read consistency 0: every read sees the latest committed version, including other processes' writes
+    // (the default never looks again, so a second process sharing the folder would read stale data).
+    this.connection ??= import('@lancedb/lancedb').then((lancedb) => lancedb.connect(this.options.uri, { readConsistencyInterval: 0 })).catch((err: unknown) => {
       this.connection = undefined;
       throw err;
     });
@@ -197,6 +199,21 @@ export class LanceDbIndex implements VectorIndex {
       const r = row as { id: string; payload: string | null; _distance: number };
       return { id: r.id, score: score(r._distance), payload: parsePayload(r.payload) };
     });
+  }
+
+  /** The index's dims and distance (NotFound for an unknown index). */
+  async describe(name: string): Promise<IndexSpec> {
+    return { ...(await this.open(name)).spec };
+  }
+
+  /** Every record, a batch at a time (the in-process index loads itself from this). */
+  async *scan(name: string): AsyncIterable<VectorRecord[]> {
+    const { table } = await this.open(name);
+    const query = table.query().select({ id: 'id', vector: 'vector', payload: "json_extract(payload, '$')" });
+    for await (const batch of query) {
+      const rows = batch.toArray() as unknown as Array<{ id: string; vector: Iterable<number>; payload: string | null }>;
+      yield rows.map((r) => ({ id: String(r.id), vector: Float32Array.from(r.vector), payload: parsePayload(r.payload) }));
+    }
   }
 
   async dropIndex(name: string): Promise<void> {

@@ -264,6 +264,27 @@ export class PgvectorIndex implements VectorIndex {
     }));
   }
 
+  /** The index's dims and distance (NotFound for an unknown index). */
+  describe(name: string): Promise<IndexSpec> {
+    return this.spec(name);
+  }
+
+  /** Every record, in pages of `pageSize` ordered by id (the in-process index loads itself from this). */
+  async *scan(name: string, pageSize = 5_000): AsyncIterable<VectorRecord[]> {
+    await this.spec(name);
+    let after = '';
+    for (;;) {
+      const res = await this.db.raw<{ rows: Array<{ id: string; embedding: string; payload: string }> }>(
+        `select id, embedding::text as embedding, payload::text as payload from ${this.table(name)} where id > ? order by id limit ${pageSize}`,
+        [after],
+      );
+      if (res.rows.length === 0) return;
+      yield res.rows.map((r) => ({ id: r.id, vector: parseLiteral(r.embedding), payload: JSON.parse(r.payload) as Record<string, unknown> }));
+      after = res.rows[res.rows.length - 1]!.id;
+      if (res.rows.length < pageSize) return;
+    }
+  }
+
   async dropIndex(name: string): Promise<void> {
     checkIndexName(name);
     await this.setup();

@@ -38,9 +38,11 @@ export interface VectorHit {
 }
 
 export type VectorEngine = 'pgvector' | 'lancedb';
+/** A durable engine, or the in-process HNSW index in front of one (hnsw-memory.ts). */
+export type VectorIndexKind = VectorEngine | `memory+${VectorEngine}`;
 
 export interface VectorIndex {
-  readonly engine: VectorEngine;
+  readonly engine: VectorIndexKind;
   /** Idempotent; a different dims or distance for an existing name is a ConflictError. */
   ensureIndex(spec: IndexSpec): Promise<void>;
   /** Idempotent by id: re-upserting replaces, never duplicates. */

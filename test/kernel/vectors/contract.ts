@@ -9,6 +9,9 @@ import { ConflictError, NotFoundError } from '../../../kernel/errors.js';
 import { seededRandom } from '../../../kernel/random.js';
 import { matchesFilter, parseFilter, type FilterInput } from '../../../kernel/filters/filter.js';
 import type { Distance, VectorIndex, VectorRecord } from '../../../kernel/vectors/vector-index.js';
+import { clusteredVectors } from '../../support/embeddings.js';
+
+export { clusteredVectors };
 
 export interface VectorIndexSubject {
   index: VectorIndex;
@@ -19,6 +22,16 @@ export function randomVectors(n: number, dims: number, seed: number): number[][]
   const rand = seededRandom(seed); // deterministic, so a failure reproduces
   // Rounded to float32, as both engines store them, so brute force ranks the stored values.
   return Array.from({ length: n }, () => Array.from({ length: dims }, () => Math.fround(rand() * 2 - 1)));
+}
+
+/** Share of the true top-k ids found, averaged over queries. */
+export function recallAtK(found: string[][], truth: string[][]): number {
+  let sum = 0;
+  for (let i = 0; i < truth.length; i++) {
+    const want = new Set(truth[i]);
+    sum += want.size === 0 ? 1 : found[i]!.filter((id) => want.has(id)).length / want.size;
+  }
+  return sum / truth.length;
 }
 
 export function similarity(distance: Distance, a: number[], b: number[]): number {
@@ -67,7 +80,7 @@ export function payloadFor(i: number): Record<string, unknown> {
   };
 }
 
-const FILTERS: Array<[string, FilterInput]> = [
+export const FILTERS: Array<[string, FilterInput]> = [
   ['eq string (case-insensitive)', { AND: [{ field: 'metadata.color', operator: 'eq', value: 'red' }] }],
   ['eq string (case-sensitive)', { AND: [{ field: 'metadata.color', operator: 'eq', value: 'Red' }], case_sensitive: true }],
   ['eq top-level', { AND: [{ field: 'organization_id', operator: 'eq', value: 'org_1' }] }],
@@ -244,6 +257,30 @@ export function runVectorIndexContract(name: string, factory: () => Promise<Vect
       const q = randomVectors(1, DIMS, 99)[0]!;
       const hits = await index.search(shared, { vector: q, limit: 2, filter });
       expect(hits.map((h) => h.id)).toEqual(bruteForce(subset, q, 'cosine', 2).map((e) => e.id));
+    });
+
+    it('filtered search keeps recall@10 ≥ 0.98 at 50%, 10% and 1% selectivity', async () => {
+      const name = fresh();
+      const dims = 16;
+      const vectors = clusteredVectors(2_000, dims, 3);
+      const data: VectorRecord[] = vectors.map((vector, i) => ({ id: `c${i}`, vector, payload: { bucket: i % 100 } }));
+      await index.ensureIndex({ name, dims, distance: 'cosine' });
+      await index.upsert(name, data);
+      const queries = clusteredVectors(20, dims, 4);
+      for (const share of [50, 10, 1]) {
+        const filter = parseFilter({ AND: [{ field: 'bucket', operator: 'lt', value: share }] });
+        const subset = data.filter((r) => (r.payload.bucket as number) < share);
+        const found: string[][] = [];
+        const truth: string[][] = [];
+        for (const q of queries) {
+          const hits = await index.search(name, { vector: q, limit: 10, filter });
+          expect(hits.every((h) => (h.payload.bucket as number) < share)).toBe(true);
+          found.push(hits.map((h) => h.id));
+          truth.push(bruteForce(subset, q, 'cosine', 10).map((e) => e.id));
+        }
+        expect(recallAtK(found, truth), `recall at ${share}%`).toBeGreaterThanOrEqual(0.98);
+      }
+      await index.dropIndex(name);
     });
 
     it('delete, deleteWhere and count', async () => {

@@ -1,0 +1,297 @@
+/**
+ * The in-process vector index: an HNSW graph per index held in the API process (memory-graph.ts), in
+ * front of a durable engine (pgvector tables in the database, or LanceDB when the database has no
+ * pgvector), which stays the source of truth.
+ *
+ * - Writes go to the durable engine first, then into the change log in the database (kernel/db/
+ *   change-log.ts: which ids each write touched, under the index's lock, so versions follow the order
+ *   of the writes), then into this process's graph.
+ * - Before every search the index's head is read (one indexed row); a copy behind it replays the ids
+ *   changed since, re-reading them from the durable engine. So a write acknowledged by any API process
+ *   sharing the database is seen by the next search of every process.
+ * - A graph is built from the durable engine on an index's first search in a process (the build time is
+ *   logged), or kept from creation when the index is created here.
+ * - `get` and `count` read the durable engine; a process keeps at most `maxVectors` vectors in memory
+ *   (least recently searched indexes go first; a larger index is searched in the durable engine).
+ */
+import type { Knex } from 'knex';
+import type { Logger } from 'pino';
+import { NotFoundError } from '../errors.js';
+import { ChangeLog, type ChangeLogHead } from '../db/change-log.js';
+import type { ParsedFilter } from '../filters/filter.js';
+import { DEFAULT_GRAPH_OPTIONS, MemoryGraph, type GraphPlan, type MemoryGraphOptions } from './memory-graph.js';
+import {
+  checkIndexName, checkLimit, checkSpec, checkVector, dedupeById,
+  type IndexSpec, type VectorEngine, type VectorHit, type VectorIndex, type VectorQuery, type VectorRecord,
+} from './vector-index.js';
+
+/** What the in-process index needs of the engine behind it, beyond VectorIndex. */
+export interface DurableVectorIndex extends VectorIndex {
+  readonly engine: VectorEngine;
+  describe(name: string): Promise<IndexSpec>;
+  scan(name: string): AsyncIterable<VectorRecord[]>;
+}
+
+export interface HnswMemoryOptions {
+  /**
+   * Hold the index's change-log lock while writing to the durable engine, so versions follow the order
+   * of the writes across processes. Needs a second database connection: false on PGlite (one process,
+   * one connection), where writes are ordered in-process instead.
+   */
+  lockDuringWrites: boolean;
+  /**
+   * Other processes may write to the same database (default true). False for PGlite, which one process
+   * opens alone: every write then passes through this instance, so a loaded graph is current and searches
+   * skip reading the change log (one query fewer on PGlite's single connection).
+   */
+  sharedDatabase?: boolean;
+  log?: Pick<Logger, 'info' | 'warn'>;
+  graph?: Partial<MemoryGraphOptions>;
+  /** Vectors held in memory at most, over all indexes (default 2,000,000). */
+  maxVectors?: number;
+}
+
+/** Writes between yields to the event loop while a graph is being built or extended. */
+const YIELD_EVERY = 256;
+/** More changed ids than this (or a quarter of the index) since a copy's version: reload instead of replaying. */
+const MAX_REPLAY = 5_000;
+
+export class HnswMemoryIndex implements VectorIndex {
+  readonly engine: `memory+${VectorEngine}`;
+  private readonly changes: ChangeLog;
+  private readonly graphs = new Map<string, MemoryGraph>();
+  /** Per index: writes run one at a time; graph changes (local writes, catch-ups, loads) one at a time. */
+  private readonly writeChains = new Map<string, Promise<unknown>>();
+  private readonly graphChains = new Map<string, Promise<unknown>>();
+  private readonly options: MemoryGraphOptions;
+  private readonly maxVectors: number;
+
+  constructor(
+    private readonly durable: DurableVectorIndex,
+    db: Knex,
+    private readonly settings: HnswMemoryOptions,
+  ) {
+    this.engine = `memory+${durable.engine}`;
+    this.changes = new ChangeLog(db, { prefix: 'vector_log' });
+    this.options = { ...DEFAULT_GRAPH_OPTIONS, ...settings.graph };
+    this.maxVectors = settings.maxVectors ?? 2_000_000;
+  }
+
+  /** The plan of the last search of an index in this process (tests, benchmark). */
+  lastPlan(name: string): GraphPlan | undefined {
+    return this.graphs.get(name)?.lastPlan;
+  }
+
+  /** Vectors and approximate bytes held in memory for an index (undefined when not loaded here). */
+  memory(name: string): { vectors: number; bytesPerVector: number; allocatedBytes: number } | undefined {
+    const graph = this.graphs.get(name);
+    return graph ? { vectors: graph.size - graph.dead, bytesPerVector: graph.bytesPerSlot, allocatedBytes: graph.capacityBytes } : undefined;
+  }
+
+  async ensureIndex(spec: IndexSpec): Promise<void> {
+    checkSpec(spec);
+    await this.durable.ensureIndex(spec);
+    const known = this.graphs.get(spec.name);
+    if (known) return;
+    const head = await this.changes.open(spec.name);
+    // A new, empty index: keep its graph from the start, so loading it builds the graph as it goes.
+    if (head.version === 0 && (await this.durable.count(spec.name)) === 0) {
+      await this.exclusive(spec.name, async () => {
+        if (!this.graphs.has(spec.name)) this.remember(new MemoryGraph(spec, 0, head.generation, this.options));
+      });
+    }
+  }
+
+  upsert(name: string, records: VectorRecord[]): Promise<void> {
+    checkIndexName(name);
+    const unique = dedupeById(records);
+    if (unique.length === 0) return this.durable.upsert(name, unique);
+    return this.writing(name, unique.map((r) => r.id), () => this.durable.upsert(name, unique), (graph) => this.putAll(graph, unique));
+  }
+
+  async delete(name: string, ids: string[]): Promise<number> {
+    checkIndexName(name);
+    const unique = [...new Set(ids)];
+    if (unique.length === 0) return this.durable.delete(name, unique);
+    return this.writing(name, unique, () => this.durable.delete(name, unique), async (graph) => {
+      for (const id of unique) graph.remove(id);
+    });
+  }
+
+  async deleteWhere(name: string, filter: ParsedFilter): Promise<number> {
+    checkIndexName(name);
+    const graph = await this.current(name).catch((err: unknown) => {
+      if (err instanceof NotFoundError) return undefined;
+      throw err;
+    });
+    if (!graph) {
+      // No copy here to say which ids the filter selects: every process's copy reloads.
+      return this.serialize(this.writeChains, name, async () =>
+        (await this.changes.write(name, [], () => this.durable.deleteWhere(name, filter), this.settings.lockDuringWrites, true)).result);
+    }
+    const ids = graph.matchingIds(filter);
+    return this.writing(name, ids, () => this.durable.deleteWhere(name, filter), async (g) => {
+      for (const id of ids) g.remove(id);
+    });
+  }
+
+  async search(name: string, query: VectorQuery): Promise<VectorHit[]> {
+    checkIndexName(name);
+    const limit = checkLimit(query.limit);
+    const graph = await this.current(name);
+    if (!graph) return this.durable.search(name, query);
+    const vector = checkVector(query.vector, graph.spec.dims);
+    return graph.search(vector, limit, query.filter);
+  }
+
+  get(name: string, ids: string[]): Promise<VectorRecord[]> {
+    return this.durable.get(name, ids);
+  }
+
+  count(name: string, filter?: ParsedFilter): Promise<number> {
+    return this.durable.count(name, filter);
+  }
+
+  async dropIndex(name: string): Promise<void> {
+    checkIndexName(name);
+    await this.serialize(this.writeChains, name, async () => {
+      await this.durable.dropIndex(name);
+      await this.changes.drop(name);
+      await this.exclusive(name, async () => void this.graphs.delete(name));
+    });
+  }
+
+  ping(): Promise<void> {
+    return this.durable.ping();
+  }
+
+  async close(): Promise<void> {
+    this.graphs.clear();
+    await this.durable.close();
+  }
+
+  /**
+   * One write: the durable engine and the change log (see ChangeLog.write), then this process's graph,
+   * when the graph was current just before it (otherwise the next search replays the write).
+   */
+  private writing<T>(name: string, ids: readonly string[], work: () => Promise<T>, apply: (graph: MemoryGraph) => Promise<void>): Promise<T> {
+    return this.serialize(this.writeChains, name, async () => {
+      const { result, head } = await this.changes.write(name, ids, work, this.settings.lockDuringWrites);
+      await this.exclusive(name, async () => {
+        const graph = this.graphs.get(name);
+        if (!graph) return;
+        if (graph.generation !== head.generation || graph.version !== head.version - 1) return;
+        await apply(graph);
+        graph.version = head.version;
+      });
+      return result;
+    });
+  }
+
+  /** The index's graph, brought up to date with the change log; undefined when it is searched in the durable engine. */
+  private async current(name: string): Promise<MemoryGraph | undefined> {
+    if (this.settings.sharedDatabase === false) {
+      const graph = this.graphs.get(name);
+      if (graph) return graph;
+    }
+    const head = await this.changes.head(name);
+    if (!head) {
+      // Dropped by another process since this one built its graph.
+      if (this.graphs.delete(name)) throw new NotFoundError(`vector index '${name}' not found`, { name });
+      // Never written through this layer: the durable engine answers (NotFound when there is no such index).
+      return undefined;
+    }
+    const graph = this.graphs.get(name);
+    if (graph && graph.generation === head.generation && graph.version >= head.version) {
+      this.touch(name, graph);
+      return graph;
+    }
+    return this.exclusive(name, () => this.catchUp(name, head));
+  }
+
+  private async catchUp(name: string, head: ChangeLogHead): Promise<MemoryGraph | undefined> {
+    let graph = this.graphs.get(name);
+    if (graph && graph.generation === head.generation && graph.version >= head.version) return graph;
+    if (graph && (graph.generation !== head.generation || graph.wasteful || !(await this.replay(name, graph)))) graph = undefined;
+    graph ??= await this.load(name);
+    if (graph) this.remember(graph);
+    return graph;
+  }
+
+  /** Re-reads the ids changed since the graph's version from the durable engine; false when reloading is cheaper. */
+  private async replay(name: string, graph: MemoryGraph): Promise<boolean> {
+    const changed = await this.changes.since(name, graph.version, graph.generation);
+    if (!changed) return false;
+    if (changed.ids.length > Math.max(MAX_REPLAY, graph.size / 4)) return false;
+    for (let i = 0; i < changed.ids.length; i += 1_000) {
+      const ids = changed.ids.slice(i, i + 1_000);
+      const found = await this.durable.get(name, ids);
+      await this.putAll(graph, found);
+      const present = new Set(found.map((r) => r.id));
+      for (const id of ids) if (!present.has(id)) graph.remove(id);
+    }
+    graph.version = changed.head.version;
+    return true;
+  }
+
+  /** A fresh graph from the durable engine (undefined when the index is larger than the memory budget). */
+  private async load(name: string): Promise<MemoryGraph | undefined> {
+    const started = performance.now();
+    const head = await this.changes.head(name);
+    if (!head) return undefined;
+    const spec = await this.durable.describe(name);
+    const total = await this.durable.count(name);
+    if (total > this.maxVectors) {
+      this.settings.log?.warn({ index: name, vectors: total, maxVectors: this.maxVectors }, 'vector index larger than the in-memory budget: searched in the durable engine');
+      return undefined;
+    }
+    const graph = new MemoryGraph(spec, head.version, head.generation, this.options, Math.ceil(total * 1.1) + 16);
+    for await (const page of this.durable.scan(name)) await this.putAll(graph, page);
+    this.settings.log?.info(
+      { index: name, vectors: graph.size, ms: Math.round(performance.now() - started), bytes: graph.capacityBytes },
+      'built in-process vector index from the durable store',
+    );
+    return graph;
+  }
+
+  private async putAll(graph: MemoryGraph, records: readonly VectorRecord[]): Promise<void> {
+    for (let i = 0; i < records.length; i++) {
+      graph.put(records[i]!);
+      // Building a graph is CPU work: let requests through between slices.
+      if ((i + 1) % YIELD_EVERY === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+  }
+
+  private remember(graph: MemoryGraph): void {
+    this.touch(graph.spec.name, graph);
+    let held = 0;
+    for (const g of this.graphs.values()) held += g.size;
+    // Least recently searched first; the graph just used stays.
+    for (const [name, g] of this.graphs) {
+      if (held <= this.maxVectors || g === graph) break;
+      this.graphs.delete(name);
+      held -= g.size;
+    }
+  }
+
+  private touch(name: string, graph: MemoryGraph): void {
+    if (this.graphs.get(name) === graph && [...this.graphs.keys()].at(-1) === name) return;
+    this.graphs.delete(name);
+    this.graphs.set(name, graph);
+  }
+
+  private exclusive<T>(name: string, work: () => Promise<T>): Promise<T> {
+    return this.serialize(this.graphChains, name, work);
+  }
+
+  private serialize<T>(chains: Map<string, Promise<unknown>>, name: string, work: () => Promise<T>): Promise<T> {
+    const previous = chains.get(name) ?? Promise.resolve();
+    const next = previous.then(work, work);
+    const settled = next.catch(() => undefined);
+    chains.set(name, settled);
+    void settled.then(() => {
+      if (chains.get(name) === settled) chains.delete(name);
+    });
+    return next;
+  }
+}
