@@ -144,10 +144,11 @@ export function matchesFilter(filter: ParsedFilter, record: Record<string, unkno
   const fold = (v: unknown) => (!filter.caseSensitive && typeof v === 'string' ? v.toLowerCase() : v);
   const test = (c: Condition): boolean => {
     const actual = read(c.field);
-    const a = fold(actual);
+    // A missing field is null, as in SQL and Lance: `eq`/`in` with null match it, `ne`/`nin` with null do not.
+    const a = fold(actual === undefined ? null : actual);
     const v = Array.isArray(c.value) ? c.value.map(fold) : fold(c.value);
     switch (c.operator) {
-      case 'eq': return a === v || (a === undefined && v === null);
+      case 'eq': return a === v;
       case 'ne': return a !== v;
       case 'gt': return compare(a, v) > 0;
       case 'gte': return compare(a, v) >= 0;

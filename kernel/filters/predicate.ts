@@ -31,10 +31,11 @@ export function compileFilter(filter: ParsedFilter): RecordPredicate {
   const condition = (c: Condition): RecordPredicate => {
     const read = reader(c.field);
     const v = Array.isArray(c.value) ? c.value.map(fold) : fold(c.value);
-    const value = (record: Record<string, unknown>) => fold(read(record));
+    // A missing field is null, as in SQL and Lance (and matchesFilter).
+    const value = (record: Record<string, unknown>) => { const a = read(record); return fold(a === undefined ? null : a); };
     switch (c.operator) {
       case 'eq':
-        return v === null ? (r) => { const a = value(r); return a === null || a === undefined; } : (r) => value(r) === v;
+        return (r) => value(r) === v;
       case 'ne':
         return (r) => value(r) !== v;
       case 'gt':

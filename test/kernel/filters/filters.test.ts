@@ -36,6 +36,10 @@ const filters: Array<Record<string, unknown>> = [
   { AND: [{ field: 'meta.when', operator: 'lt', value: '2026-01-31' }] },
   { AND: [{ field: 'meta.nested.deep', operator: 'regex', value: '^val' }] },
   { AND: [{ field: 'meta.color', operator: 'eq', value: null }] },
+  // A missing field is null everywhere: `in`/`nin`/`ne` with null agree with SQL on `e` (no color) and `d` (null).
+  { AND: [{ field: 'meta.color', operator: 'in', value: ['blue', null] }] },
+  { AND: [{ field: 'meta.color', operator: 'nin', value: [null] }] },
+  { AND: [{ field: 'meta.color', operator: 'ne', value: null }] },
   { AND: [{ OR: [{ field: 'meta.size', operator: 'lt', value: 5 }, { field: 'meta.size', operator: 'gt', value: 9 }] }], NOT: [{ field: 'meta.flag', operator: 'eq', value: false }] },
 ];
 
