@@ -16,6 +16,7 @@ import type { InferenceClient } from './inference/client.js';
 import type { BlobStore } from './blobs/blob-store.js';
 import type { Services } from './tokens.js';
 import type { StageOptimizerTraits } from './retrieval/optimizer.js';
+import type { RetrievalFeature } from './retrieval/documents.js';
 
 export type { JsonSchema };
 
@@ -75,6 +76,8 @@ export interface RetrievalCollection {
   collection_id: string;
   collection_name: string;
   namespace_id: string;
+  /** Its features as resolved with it (saves reading the collection again); absent: ask DocumentSource.features. */
+  features?: readonly RetrievalFeature[];
 }
 
 export interface StageContext {

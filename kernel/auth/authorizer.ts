@@ -53,6 +53,8 @@ export class Authorizer {
   }
 
   private async checkScope(input: AuthorizationInput, rule: ScopeRule, namespace: ResolvedNamespace | null): Promise<void> {
+    // A key without scopes may do anything its permission allows: no need to look the resource up.
+    if (input.auth.scopes.length === 0) return;
     const resource: ResourceRef = { type: rule.resource_type };
     const identifier = this.identifierOf(input, rule);
     if (identifier !== undefined) {

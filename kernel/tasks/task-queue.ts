@@ -110,10 +110,21 @@ export interface TaskRunnerOptions {
   soleRunner?: boolean;
 }
 
+/**
+ * The longest a sole runner sleeps with nothing to do. It is woken by every enqueue (after its transaction
+ * commits), and at the time of every delayed task and retry it knows of, so idle polls only back a wake-up
+ * that was missed: they need not compete with requests for the embedded database's one connection.
+ */
+const SOLE_RUNNER_IDLE_MAX_MS = 5_000;
+
 export class DatabaseTaskQueue implements TaskQueue {
   private readonly handlers = new Map<string, TaskHandler>();
   private readonly store: TaskStore;
   private timer: NodeJS.Timeout | undefined;
+  /** When the scheduled pump runs (epoch ms). */
+  private timerAt = Infinity;
+  /** The sole runner's next idle poll delay: doubles from pollMs while polls find nothing. */
+  private idleMs: number;
   private running = 0;
   private stopped = true;
   private readonly inFlight = new Set<Promise<void>>();
@@ -125,16 +136,22 @@ export class DatabaseTaskQueue implements TaskQueue {
     private readonly options: TaskRunnerOptions = { leaseMs: 60_000, pollMs: 500, concurrency: 2 },
   ) {
     this.store = new TaskStore(db, clock);
+    this.idleMs = options.pollMs;
   }
 
   register(type: string, handler: TaskHandler): void {
     if (this.handlers.has(type)) throw new Error(`task type '${type}' has two handlers`);
     this.handlers.set(type, handler);
+    this.wake();
   }
 
   async enqueue(type: string, payload: Record<string, unknown>, options: EnqueueOptions = {}): Promise<TaskRow> {
     const { task } = await this.store.insert(type, payload, options);
-    this.wake();
+    const due = () => (options.delayMs ? this.wakeIn(options.delayMs) : this.wake());
+    // Inside a transaction the task can be claimed only once it commits.
+    const committed = (options.transaction as Partial<Knex.Transaction> | undefined)?.executionPromise;
+    if (committed) committed.then(due, () => undefined);
+    else due();
     return task;
   }
 
@@ -174,21 +191,33 @@ export class DatabaseTaskQueue implements TaskQueue {
   }
 
   private wake(): void {
+    this.idleMs = this.options.pollMs;
     if (!this.stopped) this.schedule(0);
+  }
+
+  /** Pumps in `delay` ms at the latest (a delayed task or a retry falls due then). */
+  private wakeIn(delay: number): void {
+    if (!this.stopped && Date.now() + delay < this.timerAt) this.schedule(delay);
   }
 
   private schedule(delay: number): void {
     clearTimeout(this.timer);
-    this.timer = setTimeout(() => void this.pump(), delay);
+    this.timerAt = Date.now() + delay;
+    this.timer = setTimeout(() => {
+      this.timerAt = Infinity;
+      void this.pump();
+    }, delay);
     this.timer.unref();
   }
 
   private async pump(): Promise<void> {
     if (this.stopped) return;
+    let idle = true;
     try {
       while (!this.stopped && this.running < this.options.concurrency) {
         const task = await this.claim();
         if (!task) break;
+        idle = false;
         this.running += 1;
         const run = this.execute(task).finally(() => {
           this.running -= 1;
@@ -200,7 +229,11 @@ export class DatabaseTaskQueue implements TaskQueue {
     } catch (err) {
       this.log.error({ err }, 'task runner could not claim work');
     }
-    if (!this.stopped) this.schedule(this.options.pollMs);
+    if (this.stopped) return;
+    if (!this.options.soleRunner) return this.wakeIn(this.options.pollMs);
+    if (!idle || this.running > 0) this.idleMs = this.options.pollMs;
+    this.wakeIn(this.idleMs);
+    this.idleMs = Math.min(this.idleMs * 2, Math.max(SOLE_RUNNER_IDLE_MAX_MS, this.options.pollMs));
   }
 
   /** Takes one due task (pending, or running with an expired lease) whose type this process handles. */
@@ -225,7 +258,9 @@ export class DatabaseTaskQueue implements TaskQueue {
       const message = err instanceof Error ? err.message : String(err);
       const dead = task.attempts >= task.max_attempts;
       log.warn({ err, attempts: task.attempts, dead }, 'task failed');
-      await this.store.fail(task, message, defaultRetryDelayMs(task.attempts));
+      const retryInMs = defaultRetryDelayMs(task.attempts);
+      await this.store.fail(task, message, retryInMs);
+      if (!dead) this.wakeIn(retryInMs);
     }
   }
 }

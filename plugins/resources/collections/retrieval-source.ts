@@ -36,7 +36,7 @@ export class CollectionDocumentSource implements DocumentSource {
     for (const identifier of identifiers) {
       const row = await this.collections.find(organizationId, namespaceId, identifier);
       if (!row) throw new NotFoundError(`Collection '${identifier}' not found in this namespace`, { collection: identifier });
-      out.set(row.collection_id, { collection_id: row.collection_id, collection_name: row.collection_name, namespace_id: row.namespace_id });
+      out.set(row.collection_id, { collection_id: row.collection_id, collection_name: row.collection_name, namespace_id: row.namespace_id, features: this.featuresOf(row) });
     }
     return [...out.values()];
   }

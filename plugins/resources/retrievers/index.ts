@@ -21,11 +21,13 @@ import {
   ReferenceRegistry,
   ResourceIdentifiers,
   RetrievalCacheInvalidation,
+  RootLogger,
   TaskQueue,
   createToken,
 } from '../../../kernel/tokens.js';
 import { NotFoundError } from '../../../kernel/errors.js';
 import { CACHE_INVALIDATE_TASK, CACHE_SWEEP_TASK, RetrieverCacheStore, type CacheHitRate, type CacheInvalidationPayload } from './cache-store.js';
+import { ExecutionHistory } from './execution-history.js';
 import { retrieverMigrations } from './migrations.js';
 import { RetrieverService, type Caller } from './service.js';
 import { RetrieverStore, type ExecutionRow, type RetrieverRow } from './store.js';
@@ -36,6 +38,7 @@ type Schemas = components['schemas'];
 const Retrievers = createToken<RetrieverService>('retrievers.RetrieverService');
 const Store = createToken<RetrieverStore>('retrievers.RetrieverStore');
 const Cache = createToken<RetrieverCacheStore>('retrievers.RetrieverCacheStore');
+const History = createToken<ExecutionHistory>('retrievers.ExecutionHistory');
 /** Expired cache rows are swept this often (and after every few hundred stored entries). */
 const CACHE_SWEEP_INTERVAL_MS = 10 * 60 * 1000;
 
@@ -147,7 +150,9 @@ export default defineResource({
     const engine = new RetrievalEngine(services.get(PluginRegistry), container, cache);
     const clock = services.get(Clock);
     const cursors = new PageCursors(services.get(BlobSigningSecret), clock);
-    container.bind(Retrievers).toConstantValue(new RetrieverService(store, engine, clock, { cursors, blobs: () => services.get(BlobStore) }));
+    const history = new ExecutionHistory(store, services.get(RootLogger).child({ component: 'retriever-executions' }));
+    container.bind(History).toConstantValue(history);
+    container.bind(Retrievers).toConstantValue(new RetrieverService(store, engine, clock, { cursors, blobs: () => services.get(BlobStore), history }));
   },
   setup: ({ services, log }) => {
     const store = services.get(Store);
@@ -178,6 +183,7 @@ export default defineResource({
     }, CACHE_SWEEP_INTERVAL_MS);
     timer.unref();
     services.get(Lifecycle).onShutdown('retrievers: cache sweep timer', () => clearInterval(timer));
+    services.get(Lifecycle).onShutdown('retrievers: execution history', () => services.get(History).flush());
   },
   handlers: {
     createRetriever: async ({ body, ctx, services }) => {
@@ -216,6 +222,7 @@ export default defineResource({
     },
     getRetriever: async ({ params, ctx, services }) => {
       const row = await services.get(Retrievers).get(callerOf(ctx).organizationId, namespaceOf(ctx), params.retriever_id);
+      await services.get(History).flush();
       return { status: 200, body: { retriever: toRetriever(row, await services.get(Cache).hitRate(row.retriever_id)) } };
     },
     updateRetriever: async ({ params, body, ctx, services }) => {
@@ -282,6 +289,7 @@ export default defineResource({
     },
     listRetrieverExecutions: async ({ params, query, ctx, services }) => {
       const retriever = await services.get(Retrievers).get(callerOf(ctx).organizationId, namespaceOf(ctx), params.retriever_id);
+      await services.get(History).flush();
       const limit = query.limit ?? 100;
       const offset = query.offset ?? 0;
       const { rows, total } = await services.get(Store).listExecutions(retriever.retriever_id, callerOf(ctx).principalId, limit, offset);
@@ -289,6 +297,7 @@ export default defineResource({
     },
     getRetrieverExecution: async ({ params, ctx, services }) => {
       const retriever = await services.get(Retrievers).get(callerOf(ctx).organizationId, namespaceOf(ctx), params.retriever_id);
+      await services.get(History).flush();
       const row = await services.get(Store).findExecution(retriever.retriever_id, params.execution_id, callerOf(ctx).principalId);
       if (!row) throw new NotFoundError(`Execution '${params.execution_id}' of retriever '${retriever.retriever_name}' not found`, { execution_id: params.execution_id });
       return { status: 200, body: toExecution(row) };

@@ -19,7 +19,8 @@ import { digestOf, type CursorBinding, type PageCursors } from '../../../kernel/
 import type { PaginationRequest } from '../../../kernel/retrieval/pagination.js';
 import { planPage, recordedPage, withCursor } from './paging.js';
 import { DocumentUrlSigner } from './presign.js';
-import type { RetrieverRow, RetrieverStore } from './store.js';
+import type { ExecutionHistory } from './execution-history.js';
+import type { ExecutionRow, RetrieverRow, RetrieverStore } from './store.js';
 
 type Schemas = components['schemas'];
 export type RetrieverInput = Schemas['RetrieverCreateRequest'];
@@ -48,10 +49,11 @@ export interface ExecuteOptions {
   log: Logger;
 }
 
-/** What executions need besides the engine: page cursors and the blob store (for download URLs). */
+/** What executions need besides the engine: page cursors, the blob store (for download URLs) and the history writer. */
 export interface ExecutionServices {
   cursors: PageCursors;
   blobs: () => BlobStore;
+  history: ExecutionHistory;
 }
 
 export class RetrieverService {
@@ -153,6 +155,8 @@ export class RetrieverService {
 
   async delete(organizationId: string, namespace: ResolvedNamespace, nameOrId: string): Promise<RetrieverRow> {
     const row = await this.get(organizationId, namespace, nameOrId);
+    // Its queued executions are written first, so the delete takes them with the rest of its history.
+    await this.executions.history.flush();
     await this.store.delete(row.retriever_id);
     return row;
   }
@@ -168,6 +172,7 @@ export class RetrieverService {
     };
     const plan = planPage(this.executions.cursors, options.pagination, binding, true);
     if (plan.kind === 'recorded') {
+      await this.executions.history.flush();
       const execution = await this.store.findExecution(row.retriever_id, plan.position.executionId, caller.principalId);
       if (!execution || execution.organization_id !== caller.organizationId) {
         throw new InputError(`The execution pagination.cursor pages no longer exists: request the first page again`, { execution_id: plan.position.executionId });
@@ -189,7 +194,7 @@ export class RetrieverService {
       ...this.runOptions(plan, options),
       ...(cache ? { cache } : {}),
     });
-    await this.store.insertExecution({
+    const record: ExecutionRow = {
       execution_id: outcome.execution_id,
       organization_id: caller.organizationId,
       namespace_id: namespace.id,
@@ -209,7 +214,10 @@ export class RetrieverService {
       created_by: caller.userEmail,
       principal_id: caller.principalId,
       cache_hit: outcome.cache_hit ?? null,
-    });
+    };
+    // A cursor for later pages reads this record back: it is written before the cursor is handed out.
+    if (outcome.continuation?.method === 'cursor') await this.executions.history.recordNow(record);
+    else this.executions.history.record(record);
     return { row, outcome: await this.finish(withCursor(this.executions.cursors, outcome, binding), caller, namespace, options) };
   }
 
@@ -308,6 +316,7 @@ export class RetrieverService {
    */
   async recordInteractions(caller: Caller, namespace: ResolvedNamespace, nameOrId: string, interactions: ReadonlyArray<Schemas['RetrieverInteraction']>): Promise<string[]> {
     const row = await this.get(caller.organizationId, namespace, nameOrId);
+    if (interactions.some((i) => i.execution_id)) await this.executions.history.flush();
     for (const executionId of new Set(interactions.flatMap((i) => (i.execution_id ? [i.execution_id] : [])))) {
       if (!(await this.store.findExecution(row.retriever_id, executionId, caller.principalId))) {
         throw new NotFoundError(`Execution '${executionId}' of retriever '${row.retriever_name}' not found`, { execution_id: executionId });

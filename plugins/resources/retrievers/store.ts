@@ -135,8 +135,9 @@ export class RetrieverStore {
     await this.db('retrievers').where({ retriever_id: retrieverId }).delete();
   }
 
-  async insertExecution(row: ExecutionRow): Promise<void> {
-    await this.db('retriever_executions').insert(toColumns({ ...row }, EXECUTION_JSON));
+  async insertExecutions(rows: readonly ExecutionRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    await this.db('retriever_executions').insert(rows.map((row) => toColumns({ ...row }, EXECUTION_JSON)));
   }
 
   /** `principalId` (user-scoped keys): only the executions that principal ran (their results name its documents). */

@@ -61,6 +61,12 @@ export interface LexicalSearch extends SearchCommon {
 
 export type Search = VectorSearch | LexicalSearch;
 
+/** The features of the stage's collections: as resolved with them, else read from the document source. */
+async function featuresOf(ctx: StageContext, documents: DocumentSourceShape): Promise<RetrievalFeature[]> {
+  if (ctx.collections.every((c) => c.features)) return ctx.collections.flatMap((c) => [...c.features!]);
+  return documents.features(ctx.organizationId, ctx.collections.map((c) => c.collection_id));
+}
+
 function isLexical(search: Search): search is LexicalSearch {
   return search.text_search !== undefined;
 }
@@ -310,7 +316,7 @@ export default defineStage<FeatureSearchParameters>({
     }
     if (candidates && candidates.length === 0) return [];
 
-    const features = searches.some((s) => !isLexical(s)) ? await documents.features(ctx.organizationId, collectionIds) : [];
+    const features = searches.some((s) => !isLexical(s)) ? await featuresOf(ctx, documents) : [];
     const pushed = filter ? toIndexFilter(filter) : undefined;
     const afterFilter = filter && !pushed ? filter : undefined;
     // After an earlier stage, only its documents are ranked (in the index when the list is small).

@@ -1,0 +1,101 @@
+/**
+ * `tsx scripts/bench/execute-trace.ts [--runs N] [--cpu-profile FILE]`
+ *
+ * Where one saved `feature_search` execute through HTTP spends its time: N executes at one client over
+ * 1,000 documents, then the database statements each execute issued (count and milliseconds per execute,
+ * grouped by statement) and, with --cpu-profile, a V8 CPU profile of the timed executes only (open it in
+ * Chrome DevTools). Embedded database unless BENCH_DATABASE_URL is set.
+ */
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { Session } from 'node:inspector/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { pino } from 'pino';
+import { startKernel } from '../../kernel/app.js';
+import { loadConfig } from '../../kernel/config.js';
+import { DatabaseHandle } from '../../kernel/tokens.js';
+import { clusteredVectors } from '../../test/support/embeddings.js';
+import builtins from '../../plugins/index.js';
+
+const { values: args } = parseArgs({ options: { runs: { type: 'string', default: '100' }, 'cpu-profile': { type: 'string' } } });
+const RUNS = Number(args.runs);
+const FEATURE = 'tessera://text_extractor@1.0/text_embedding';
+
+const home = await mkdtemp(path.join(os.tmpdir(), 'tessera-execute-trace-'));
+const adminKey = `svc_sk_bench_${'t'.repeat(47)}`;
+const kernel = await startKernel({
+  config: { ...loadConfig(), home, port: 0, host: '127.0.0.1', adminKey, logLevel: 'silent', batchHealthIntervalMs: 0, databaseUrl: process.env.BENCH_DATABASE_URL },
+  plugins: builtins.map((plugin) => ({ plugin, origin: 'builtin' })),
+  overrides: { logger: pino({ level: 'silent' }) },
+});
+const namespace = `trace_${Date.now().toString(36)}`;
+const call = async (method: string, route: string, body?: unknown): Promise<Record<string, unknown>> => {
+  const res = await fetch(`${kernel.url}${route}`, {
+    method,
+    headers: { Authorization: `Bearer ${adminKey}`, 'X-Namespace': namespace, 'Content-Type': 'application/json' },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
+  const json = (await res.json()) as Record<string, unknown>;
+  if (!res.ok) throw new Error(`${method} ${route}: ${res.status} ${JSON.stringify(json).slice(0, 500)}`);
+  return json;
+};
+
+interface QueryEvent { __knexQueryUid: string; sql: string }
+
+try {
+  await call('POST', '/v1/namespaces', { namespace_name: namespace });
+  await call('POST', '/v1/buckets', { bucket_name: 'unused' });
+  await call('POST', '/v1/collections/create', {
+    collection_name: 'trace', source: { type: 'bucket', bucket_id: 'unused' }, feature_extractors: [{ feature_extractor_name: 'text_extractor' }],
+  });
+  const vectors = clusteredVectors(1_000, 384, 7, { clusters: 20 });
+  await call('POST', '/v1/collections/trace/documents/bulk', {
+    documents: vectors.map((v, i) => ({ key: `d${i}`, fields: { text: `document ${i}`, n: i }, vectors: { text_embedding: v } })),
+  });
+  const created = (await call('POST', '/v1/retrievers', {
+    retriever_name: 'vec', collection_identifiers: ['trace'], input_schema: { vector: { type: 'array', required: true } },
+    stages: [{ stage_name: 'search', stage_type: 'filter', config: { stage_id: 'feature_search', parameters: { searches: [{ feature_uri: FEATURE, query: { vector: '{{inputs.vector}}' }, top_k: 10 }], final_top_k: 10 } } }],
+  })) as { retriever: { retriever_id: string } };
+  const execute = (i: number) => call('POST', `/v1/retrievers/${created.retriever.retriever_id}/execute`, { inputs: { vector: vectors[i % vectors.length] } });
+  for (let i = 0; i < 20; i++) await execute(i); // warm up
+
+  const db = kernel.services.get(DatabaseHandle).db;
+  const started = new Map<string, number>();
+  const statements = new Map<string, { count: number; ms: number }>();
+  db.on('query', (q: QueryEvent) => started.set(q.__knexQueryUid, performance.now()));
+  db.on('query-response', (_rows: unknown, q: QueryEvent) => {
+    const key = q.sql.replace(/\s+/g, ' ').slice(0, 80);
+    const entry = statements.get(key) ?? { count: 0, ms: 0 };
+    entry.count += 1;
+    entry.ms += performance.now() - (started.get(q.__knexQueryUid) ?? performance.now());
+    statements.set(key, entry);
+  });
+  const session = new Session();
+  session.connect();
+  if (args['cpu-profile']) {
+    await session.post('Profiler.enable');
+    await session.post('Profiler.start');
+  }
+  const times: number[] = [];
+  for (let i = 0; i < RUNS; i++) {
+    const t0 = performance.now();
+    await execute(i);
+    times.push(performance.now() - t0);
+  }
+  if (args['cpu-profile']) {
+    const { profile } = await session.post('Profiler.stop');
+    await writeFile(args['cpu-profile'], JSON.stringify(profile));
+  }
+  session.disconnect();
+  times.sort((a, b) => a - b);
+  const at = (p: number) => times[Math.min(times.length - 1, Math.floor(p * times.length))]!.toFixed(2);
+  console.log(`${RUNS} executes at 1 client: p50 ${at(0.5)} ms, p95 ${at(0.95)} ms`);
+  console.log('statements per execute (count, ms):');
+  for (const [sql, { count, ms }] of [...statements].sort((a, b) => b[1].ms - a[1].ms)) {
+    console.log(`  ${(count / RUNS).toFixed(2).padStart(6)} ${(ms / RUNS).toFixed(2).padStart(7)}  ${sql}`);
+  }
+} finally {
+  await kernel.stop();
+  await rm(home, { recursive: true, force: true });
+}
