@@ -232,13 +232,18 @@ class FolderReader {
   }
 }
 
-function textSpec(reader: FolderReader): TextModelSpec {
+/**
+ * What every tokenizer-fed model reads the same way (text embedders and cross-encoders): int token inputs,
+ * `tokenizer.json` beside the model, and the sequence length (manifest, then tokenizer config, then the
+ * graph's fixed length, never above it).
+ */
+function tokenInputs(reader: FolderReader, task: 'embed_text' | 'rerank', kind: string) {
   const { manifest, folder } = reader;
-  const inputs = reader.resolveInputs('embed_text');
+  const inputs = reader.resolveInputs(task);
   const ints = [ELEM_TYPE.int64, ELEM_TYPE.int32];
   for (const tensor of inputs.values()) if (tensor) reader.requireElemType(tensor, ints, 'token inputs must be int64 or int32');
   const tokenizerFile = path.join(folder, TOKENIZER_FILE);
-  if (!existsSync(tokenizerFile)) reader.fail(`a text model needs ${TOKENIZER_FILE} beside the model`);
+  if (!existsSync(tokenizerFile)) reader.fail(`a ${kind} model needs ${TOKENIZER_FILE} beside the model`);
   const tokenizerConfig = readOptionalJsonObject(folder, TOKENIZER_CONFIG_FILE);
   const inputIds = inputs.get('input_ids')!;
   const sequenceDim = reader.graphInput(inputIds)?.shape?.[1];
@@ -250,6 +255,12 @@ function textSpec(reader: FolderReader): TextModelSpec {
     fixedLength ??
     DEFAULT_MAX_LENGTH;
   const maxLength = fixedLength === null ? wanted : Math.min(wanted, fixedLength);
+  return { inputs, inputIds, tokenizerFile, tokenizerConfig, fixedLength, maxLength };
+}
+
+function textSpec(reader: FolderReader): TextModelSpec {
+  const { manifest } = reader;
+  const { inputs, inputIds, tokenizerFile, tokenizerConfig, fixedLength, maxLength } = tokenInputs(reader, 'embed_text', 'text');
   const { outputSignature, ...common } = reader.common();
   return {
     ...common,
@@ -334,21 +345,7 @@ function audioSpec(reader: FolderReader): AudioModelSpec {
 function rerankSpec(reader: FolderReader): RerankModelSpec {
   const { manifest } = reader;
   // Token inputs, tokenizer and lengths exactly as a text model reads them.
-  const inputs = reader.resolveInputs('rerank');
-  const ints = [ELEM_TYPE.int64, ELEM_TYPE.int32];
-  for (const tensor of inputs.values()) if (tensor) reader.requireElemType(tensor, ints, 'token inputs must be int64 or int32');
-  const tokenizerFile = path.join(reader.folder, TOKENIZER_FILE);
-  if (!existsSync(tokenizerFile)) reader.fail(`a rerank model needs ${TOKENIZER_FILE} beside the model`);
-  const tokenizerConfig = readOptionalJsonObject(reader.folder, TOKENIZER_CONFIG_FILE);
-  const inputIds = inputs.get('input_ids')!;
-  const sequenceDim = reader.graphInput(inputIds)?.shape?.[1];
-  const configured = numberOr(tokenizerConfig.model_max_length, undefined);
-  const fixedLength = typeof sequenceDim === 'number' ? sequenceDim : null;
-  const wanted =
-    manifest.max_length ??
-    (configured !== undefined && configured >= 2 && configured < UNBOUNDED_MAX_LENGTH ? Math.floor(configured) : undefined) ??
-    fixedLength ??
-    DEFAULT_MAX_LENGTH;
+  const { inputs, inputIds, tokenizerFile, tokenizerConfig, fixedLength, maxLength } = tokenInputs(reader, 'rerank', 'rerank');
   const output = reader.output();
   const shape = output.shape;
   if (shape && shape.length !== 1 && shape.length !== 2) {
@@ -378,7 +375,7 @@ function rerankSpec(reader: FolderReader): RerankModelSpec {
     },
     tokenizerFile,
     tokenizerConfig,
-    maxLength: fixedLength === null ? wanted : Math.min(wanted, fixedLength),
+    maxLength,
     fixedLength,
     padTokenId: manifest.pad_token_id ?? null,
     positiveIndex,

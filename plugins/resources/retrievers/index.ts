@@ -29,7 +29,7 @@ import { NotFoundError } from '../../../kernel/errors.js';
 import { CACHE_INVALIDATE_TASK, CACHE_SWEEP_TASK, RetrieverCacheStore, type CacheHitRate, type CacheInvalidationPayload } from './cache-store.js';
 import { ExecutionHistory } from './execution-history.js';
 import { retrieverMigrations } from './migrations.js';
-import { RetrieverService, type Caller } from './service.js';
+import { RetrieverService, type Caller, type ExecuteOptions } from './service.js';
 import { RetrieverStore, type ExecutionRow, type RetrieverRow } from './store.js';
 import { streamExecution, wantsEventStream } from './streaming.js';
 
@@ -108,7 +108,7 @@ function toResult(outcome: ExecutionOutcome, retriever: RetrieverRow | null): Sc
   };
 }
 
-type ExecuteBody = Pick<Schemas['RetrieverExecuteRequest'], 'pagination' | 'settings' | 'return_presigned_urls'>;
+type ExecuteBody = Pick<Schemas['RetrieverExecuteRequest'], 'inputs' | 'pagination' | 'settings' | 'return_presigned_urls' | 'return_vectors' | 'optimize'>;
 
 /** The page asked for: `settings.limit` is the page size when `pagination` names none. */
 function paginationOf(body: ExecuteBody | undefined): PaginationRequest | undefined {
@@ -120,6 +120,24 @@ function paginationOf(body: ExecuteBody | undefined): PaginationRequest | undefi
 
 function presignOf(body: ExecuteBody | undefined, query: { return_presigned_urls?: boolean }): boolean {
   return body?.return_presigned_urls === true || query.return_presigned_urls === true;
+}
+
+/** How one execute request (saved or ad hoc) asks to be run and answered. */
+function executeOptions(
+  body: ExecuteBody | undefined,
+  query: { return_presigned_urls?: boolean },
+  log: RequestContext['log'],
+  streaming?: { observer: ExecutionObserver; signal: AbortSignal },
+): ExecuteOptions {
+  return {
+    inputs: body?.inputs ?? {},
+    ...optional('pagination', paginationOf(body)),
+    presignUrls: presignOf(body, query),
+    returnVectors: body?.return_vectors === true,
+    ...optional('optimize', body?.optimize),
+    ...streaming,
+    log,
+  };
 }
 
 function optional<K extends string, V>(key: K, value: V | undefined): { [P in K]?: V } {
@@ -240,15 +258,7 @@ export default defineResource({
     executeRetriever: async ({ params, query, body, ctx, services, req, res }) => {
       const retrievers = services.get(Retrievers);
       const run = async (streaming?: { observer: ExecutionObserver; signal: AbortSignal }) => {
-        const { row, outcome } = await retrievers.execute(callerFrom(ctx), namespaceOf(ctx), params.retriever_id, {
-          inputs: body?.inputs ?? {},
-          ...optional('pagination', paginationOf(body)),
-          presignUrls: presignOf(body, query),
-          returnVectors: body?.return_vectors === true,
-          ...optional('optimize', body?.optimize),
-          ...streaming,
-          log: ctx.log,
-        });
+        const { row, outcome } = await retrievers.execute(callerFrom(ctx), namespaceOf(ctx), params.retriever_id, executeOptions(body, query, ctx.log, streaming));
         ctx.credits += outcome.budget.credits_used;
         return toResult(outcome, row);
       };
@@ -258,15 +268,7 @@ export default defineResource({
     executeAdHocRetriever: async ({ query, body, ctx, services, req, res }) => {
       const retrievers = services.get(Retrievers);
       const run = async (streaming?: { observer: ExecutionObserver; signal: AbortSignal }) => {
-        const outcome = await retrievers.executeAdHoc(callerFrom(ctx), namespaceOf(ctx), body, {
-          inputs: body.inputs,
-          ...optional('pagination', paginationOf(body)),
-          presignUrls: presignOf(body, query),
-          returnVectors: body?.return_vectors === true,
-          ...optional('optimize', body?.optimize),
-          ...streaming,
-          log: ctx.log,
-        });
+        const outcome = await retrievers.executeAdHoc(callerFrom(ctx), namespaceOf(ctx), body, executeOptions(body, query, ctx.log, streaming));
         ctx.credits += outcome.budget.credits_used;
         return toResult(outcome, null);
       };
