@@ -24,7 +24,7 @@ import type { EventBus as EventBusShape } from './events/event-bus.js';
 import { KeyStore as KeyStoreService } from './auth/key-store.js';
 import { TenantStore as TenantStoreService, type NewOrganization } from './auth/tenants.js';
 import { AuditLog as AuditLogService } from './auth/audit-log.js';
-import { RateLimiter as RateLimiterService } from './auth/rate-limiter.js';
+import { InProcessRateLimiter } from './auth/rate-limiter.js';
 import { Authenticator } from './auth/authenticator.js';
 import { Authorizer } from './auth/authorizer.js';
 import { authMigrations } from './auth/migrations.js';
@@ -227,7 +227,7 @@ async function assembleCore(
   container.bind(T.KeyStore).toConstantValue(keyStore);
   container.bind(T.TenantStore).toConstantValue(tenants);
   container.bind(T.AuditLog).toConstantValue(new AuditLogService(db, clock));
-  container.bind(T.RateLimiter).toConstantValue(new RateLimiterService(clock));
+  container.bind(T.RateLimiter).toConstantValue(new InProcessRateLimiter(clock));
   container.bind(T.RequestLog).toConstantValue(requestLog);
   container.bind(T.ResourceIdentifiers).toConstantValue(new ResourceIdentifiersService());
   container.bind(T.ReferenceRegistry).toConstantValue(new ReferenceRegistryService());

@@ -100,7 +100,7 @@ export class Authenticator {
     const key = await this.identify(authorization, client);
     const status = keyStatus(key, this.clock.now());
     if (status === 'expired') {
-      throw this.refusal(client, new AuthenticationError('API key has expired', { expired_at: key.expires_at?.toISOString() }));
+      throw await this.refusal(client, new AuthenticationError('API key has expired', { expired_at: key.expires_at?.toISOString() }));
     }
     if (request.origin !== undefined && !originAllowed(key.allowed_origins, request.origin)) {
       throw new NotAllowedError(`Origin ${request.origin} is not allowed for this API key`, { origin: request.origin });
@@ -110,21 +110,21 @@ export class Authenticator {
 
   private async identify(authorization: string | undefined, client: string | undefined): Promise<KeyRecord> {
     if (!authorization) {
-      throw this.refusal(client, new AuthenticationError('Missing Authorization header: send "Authorization: Bearer <API_KEY>"'));
+      throw await this.refusal(client, new AuthenticationError('Missing Authorization header: send "Authorization: Bearer <API_KEY>"'));
     }
     const match = BEARER.exec(authorization);
-    if (!match) throw this.refusal(client, new AuthenticationError('The Authorization header must use the Bearer scheme'));
+    if (!match) throw await this.refusal(client, new AuthenticationError('The Authorization header must use the Bearer scheme'));
     const secret = match[1]!;
     // Every key Tessera mints or accepts from an operator has this shape: anything else is no key at all.
-    if (!isAcceptableOperatorKey(secret)) throw this.refusal(client, new AuthenticationError('Invalid API key'));
+    if (!isAcceptableOperatorKey(secret)) throw await this.refusal(client, new AuthenticationError('Invalid API key'));
     const cached = this.keys.findCachedByPlaintext(secret);
     if (cached) return cached;
     // An address already over its limit gets no more database lookups this window.
-    if (client !== undefined && this.unauthenticated!.limiter.exhausted(this.subject(client), this.unauthenticated!.perMinute)) {
-      throw this.refusal(client, new AuthenticationError('Invalid API key'));
+    if (client !== undefined && await this.unauthenticated!.limiter.exhausted(this.subject(client), this.unauthenticated!.perMinute)) {
+      throw await this.refusal(client, new AuthenticationError('Invalid API key'));
     }
     const key = await this.keys.findByPlaintext(secret);
-    if (!key) throw this.refusal(client, new AuthenticationError('Invalid API key'));
+    if (!key) throw await this.refusal(client, new AuthenticationError('Invalid API key'));
     return key;
   }
 
@@ -133,10 +133,10 @@ export class Authenticator {
   }
 
   /** Counts a failed request against its client address: the refusal itself, or a 429 once over the limit. */
-  private refusal(client: string | undefined, error: AuthenticationError): Error {
+  private async refusal(client: string | undefined, error: AuthenticationError): Promise<Error> {
     if (client === undefined) return error;
     const limit = this.unauthenticated!.perMinute;
-    const decision = this.unauthenticated!.limiter.consume(this.subject(client), limit);
+    const decision = await this.unauthenticated!.limiter.consume(this.subject(client), limit);
     if (decision.allowed) return error;
     return new RateLimitError(
       `Too many requests without a valid API key from this address (limit ${limit} per minute); retry in ${decision.resetSeconds} s with a valid key`,

@@ -1,7 +1,8 @@
 /**
- * Per-key requests-per-minute ceilings, in fixed one-minute windows on the injected clock.
- * Counters live in this process: with several API processes behind a balancer, each enforces the
- * limit on the requests it serves.
+ * Request ceilings in fixed windows on the injected clock. `RateLimiter` is the seam every limit goes
+ * through (per key, per unauthenticated address, per published retriever, per visitor address), so the
+ * counters can live in one store shared by every API process. `InProcessRateLimiter` keeps them in this
+ * process: exact for the embedded default, which runs one API process.
  */
 import type { Clock } from '../clock.js';
 
@@ -13,37 +14,51 @@ export interface RateDecision {
   resetSeconds: number;
 }
 
-const WINDOW_MS = 60_000;
+export const MINUTE_MS = 60_000;
+export const HOUR_MS = 3_600_000;
+export const DAY_MS = 86_400_000;
 
-export class RateLimiter {
+export interface RateLimiter {
+  /** Counts one request for `subject` in the current window of `windowMs` (default one minute). */
+  consume(subject: string, limit: number, windowMs?: number): Promise<RateDecision>;
+  /** Whether `subject` has used up its limit in the current window (consumes nothing). */
+  exhausted(subject: string, limit: number, windowMs?: number): Promise<boolean>;
+}
+
+export class InProcessRateLimiter implements RateLimiter {
   private readonly windows = new Map<string, { window: number; count: number }>();
 
   constructor(private readonly clock: Clock) {}
 
-  consume(subject: string, limitPerMinute: number): RateDecision {
+  async consume(subject: string, limit: number, windowMs = MINUTE_MS): Promise<RateDecision> {
+    return this.consumeNow(subject, limit, windowMs);
+  }
+
+  async exhausted(subject: string, limit: number, windowMs = MINUTE_MS): Promise<boolean> {
+    const entry = this.windows.get(`${windowMs}:${subject}`);
+    return entry !== undefined && entry.window === Math.floor(this.clock.now().getTime() / windowMs) && entry.count >= limit;
+  }
+
+  private consumeNow(subject: string, limit: number, windowMs: number): RateDecision {
     const now = this.clock.now().getTime();
-    const window = Math.floor(now / WINDOW_MS);
-    const resetSeconds = Math.max(1, Math.ceil(((window + 1) * WINDOW_MS - now) / 1000));
-    let entry = this.windows.get(subject);
+    const window = Math.floor(now / windowMs);
+    const resetSeconds = Math.max(1, Math.ceil(((window + 1) * windowMs - now) / 1000));
+    const slot = `${windowMs}:${subject}`;
+    let entry = this.windows.get(slot);
     if (!entry || entry.window !== window) {
       entry = { window, count: 0 };
-      this.windows.set(subject, entry);
-      if (this.windows.size > 100_000) this.dropStale(window);
+      this.windows.set(slot, entry);
+      if (this.windows.size > 100_000) this.dropStale(now);
     }
-    if (entry.count >= limitPerMinute) {
-      return { allowed: false, limit: limitPerMinute, remaining: 0, resetSeconds };
-    }
+    if (entry.count >= limit) return { allowed: false, limit, remaining: 0, resetSeconds };
     entry.count += 1;
-    return { allowed: true, limit: limitPerMinute, remaining: limitPerMinute - entry.count, resetSeconds };
+    return { allowed: true, limit, remaining: limit - entry.count, resetSeconds };
   }
 
-  /** Whether `subject` has used up its limit in the current window (consumes nothing). */
-  exhausted(subject: string, limitPerMinute: number): boolean {
-    const entry = this.windows.get(subject);
-    return entry !== undefined && entry.window === Math.floor(this.clock.now().getTime() / WINDOW_MS) && entry.count >= limitPerMinute;
-  }
-
-  private dropStale(current: number): void {
-    for (const [subject, entry] of this.windows) if (entry.window !== current) this.windows.delete(subject);
+  private dropStale(now: number): void {
+    for (const [slot, entry] of this.windows) {
+      const windowMs = Number(slot.slice(0, slot.indexOf(':')));
+      if (entry.window !== Math.floor(now / windowMs)) this.windows.delete(slot);
+    }
   }
 }

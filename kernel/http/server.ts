@@ -166,7 +166,7 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
     });
     const limit = ctx.auth.rateLimitPerMinute;
     if (limit === null) return;
-    const decision = deps.rateLimiter.consume(`key:${ctx.auth.keyId}`, limit);
+    const decision = await deps.rateLimiter.consume(`key:${ctx.auth.keyId}`, limit);
     res.setHeader('X-RateLimit-Limit', String(decision.limit));
     res.setHeader('X-RateLimit-Remaining', String(decision.remaining));
     res.setHeader('X-RateLimit-Reset', String(decision.resetSeconds));
