@@ -218,9 +218,20 @@ export class MemoryGraph {
       }
       return -Math.sqrt(sum);
     }
-    let dot = 0;
-    for (let i = 0; i < dims; i++) dot += q[i]! * v[base + i]!;
-    return dot;
+    // Four running sums: independent additions V8 can overlap (about twice the speed of one sum).
+    let a = 0;
+    let b = 0;
+    let c = 0;
+    let d = 0;
+    let i = 0;
+    for (; i + 3 < dims; i += 4) {
+      a += q[i]! * v[base + i]!;
+      b += q[i + 1]! * v[base + i + 1]!;
+      c += q[i + 2]! * v[base + i + 2]!;
+      d += q[i + 3]! * v[base + i + 3]!;
+    }
+    for (; i < dims; i++) a += q[i]! * v[base + i]!;
+    return a + b + c + d;
   }
 
   private match(filter: ParsedFilter): FilterMatch {
