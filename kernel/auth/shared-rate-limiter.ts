@@ -16,8 +16,8 @@
  * early while another still holds part of its last slice (at most one slice per process). Unused slices
  * expire with their window, and are given back when the process shuts down.
  *
- * If the database cannot be reached the request is allowed (and logged): a limiter outage must not turn
- * into refusing every request.
+ * If the database cannot be reached, each process counts on its own (and logs it) until it can again: a
+ * limiter outage must neither refuse every request nor lift every limit.
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
@@ -203,10 +203,10 @@ export class SharedRateLimiter implements RateLimiter {
       const row = (result as { rows: Array<{ count: number; last_grant: number }> }).rows[0]!;
       return { granted: row.last_grant, counted: row.count };
     } catch (err) {
-      // Fail open for this one request, counted locally only.
+      // Granted by this process alone: `used < limit` still holds each process to the limit.
       if (now - this.lastFailureLoggedAt >= MINUTE_MS) {
         this.lastFailureLoggedAt = now;
-        this.options.log?.error({ err }, 'shared rate-limit counters unreachable: requests are allowed uncounted');
+        this.options.log?.error({ err }, 'shared rate-limit counters unreachable: each process counts on its own');
       }
       return { granted: 1, counted: lease.counted };
     }
