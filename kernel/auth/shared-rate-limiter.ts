@@ -38,6 +38,8 @@ export interface SharedRateLimiterOptions {
 
 /** Windows that ended this long ago are swept: room for clocks of API processes that differ a little. */
 const SWEEP_GRACE_MS = MINUTE_MS;
+/** The largest value of an `integer` column. */
+const MAX_COUNT = 2_147_483_647;
 /** Above this many local leases, those of ended windows are dropped. */
 const MAX_LOCAL_LEASES = 100_000;
 
@@ -179,8 +181,10 @@ export class SharedRateLimiter implements RateLimiter {
    * One atomic statement: grants min(slice, what is left, an eighth of what is left but at least 1), never
    * past the limit, and says how much it granted and what the counter now holds.
    */
-  private async claim(lease: Lease, limit: number): Promise<Claim> {
+  private async claim(lease: Lease, requested: number): Promise<Claim> {
     this.claims += 1;
+    // The counter is an integer column; no limit a caller can set comes near its ceiling.
+    const limit = Math.min(Math.floor(requested), MAX_COUNT);
     const now = this.clock.now().getTime();
     this.sweepIfDue(now);
     const slice = this.maxSlice(limit);
