@@ -74,8 +74,7 @@ export class SharedRateLimiter implements RateLimiter {
   private nextSweepAt = 0;
   private readonly inFlight = new Set<Promise<unknown>>();
   private lastFailureLoggedAt = -Infinity;
-  /** Round trips made (claims; sweeps and give-backs excluded): for tests and benchmarks. */
-  claims = 0;
+  private claimsMade = 0;
 
   constructor(
     private readonly db: Knex,
@@ -86,6 +85,11 @@ export class SharedRateLimiter implements RateLimiter {
     this.sliceOfLimit = options.sliceOfLimit ?? 50;
     this.sliceOfRemaining = options.sliceOfRemaining ?? 8;
     this.sweepEveryMs = options.sweepEveryMs ?? MINUTE_MS;
+  }
+
+  /** Round trips made to claim (sweeps and give-backs excluded): for tests and benchmarks. */
+  get claims(): number {
+    return this.claimsMade;
   }
 
   async consume(subject: string, limit: number, windowMs = MINUTE_MS): Promise<RateDecision> {
@@ -182,7 +186,7 @@ export class SharedRateLimiter implements RateLimiter {
    * past the limit, and says how much it granted and what the counter now holds.
    */
   private async claim(lease: Lease, requested: number): Promise<Claim> {
-    this.claims += 1;
+    this.claimsMade += 1;
     // The counter is an integer column; no limit a caller can set comes near its ceiling.
     const limit = Math.min(Math.floor(requested), MAX_COUNT);
     const now = this.clock.now().getTime();
