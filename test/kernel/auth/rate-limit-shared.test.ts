@@ -1,12 +1,13 @@
 /**
  * Rate limits across two API processes (two kernels, each with its own limiter, on one PostgreSQL
  * database): a key's limit and an address's limit on failed requests are counted once for both.
- * PostgreSQL only: the embedded PGlite serves a single process.
+ * PostgreSQL only: the embedded PGlite serves a single process, whose limiter counts in memory.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../kernel/clock.js';
+import { InProcessRateLimiter } from '../../../kernel/auth/rate-limiter.js';
 import { SharedRateLimiter } from '../../../kernel/auth/shared-rate-limiter.js';
-import { RateLimiter } from '../../../kernel/tokens.js';
+import { DatabaseHandle, RateLimiter } from '../../../kernel/tokens.js';
 import { startTestKernel, type RawResponse, type TestKernel } from '../../support/kernel.js';
 
 const FAILURES_PER_MINUTE = 4;
@@ -101,5 +102,20 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)('rate limits shared by two API p
     expect((await b.request('GET', '/v1/me', { key: a.adminKey })).status).toBe(200);
     nextWindow();
     expect((await b.request('GET', '/v1/me')).status).toBe(401);
+  });
+});
+
+describe.skipIf(Boolean(process.env.TEST_DATABASE_URL))('rate limits on the embedded database', () => {
+  it('are counted in memory: one process, exact, no database writes', async () => {
+    const t = await startTestKernel({ config: { planRateLimitPerMinute: 2 } });
+    try {
+      expect(t.kernel.services.get(RateLimiter)).toBeInstanceOf(InProcessRateLimiter);
+      const statuses = [];
+      for (let i = 0; i < 3; i++) statuses.push((await t.request('GET', '/v1/me', { key: t.adminKey })).status);
+      expect(statuses).toEqual([200, 200, 429]);
+      expect(await t.kernel.services.get(DatabaseHandle).db('rate_limit_counters').count({ n: '*' })).toEqual([{ n: 0 }]);
+    } finally {
+      await t.stop();
+    }
   });
 });
