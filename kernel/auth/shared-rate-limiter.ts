@@ -19,6 +19,7 @@
  * If the database cannot be reached, each process counts on its own (and logs it) until it can again: a
  * limiter outage must neither refuse every request nor lift every limit.
  */
+import { createHash } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
@@ -47,7 +48,8 @@ const MAX_LOCAL_LEASES = 100_000;
 interface Lease {
   window: number;
   windowMs: number;
-  subject: string;
+  /** The subject as stored: long ones are hashed, so any subject fits the primary key. */
+  storedSubject: string;
   /** Requests the shared counter granted this process in this window. */
   granted: number;
   /** Requests this process allowed in this window. */
@@ -128,7 +130,7 @@ export class SharedRateLimiter implements RateLimiter {
            from unnest(?::text[], ?::int[], ?::bigint[], ?::int[]) as r(subject, window_ms, window_start, unused)
           where c.subject = r.subject and c.window_ms = r.window_ms and c.window_start = r.window_start`,
         [
-          unused.map((l) => l.subject),
+          unused.map((l) => l.storedSubject),
           unused.map((l) => l.windowMs),
           unused.map((l) => l.window * l.windowMs),
           unused.map((l) => l.granted - l.used),
@@ -142,7 +144,7 @@ export class SharedRateLimiter implements RateLimiter {
     const current = this.leases.get(slot);
     if (current && current.window === window) return current;
     // A new window: whatever was left of the last one expires with it.
-    const lease: Lease = { window, windowMs, subject, granted: 0, used: 0, counted: 0, lastGrant: 0, refill: undefined };
+    const lease: Lease = { window, windowMs, storedSubject: stored(subject), granted: 0, used: 0, counted: 0, lastGrant: 0, refill: undefined };
     this.leases.set(slot, lease);
     if (this.leases.size > MAX_LOCAL_LEASES) this.dropEnded(now);
     return lease;
@@ -203,7 +205,7 @@ export class SharedRateLimiter implements RateLimiter {
            count = c.count + least(?::int, greatest(0, ?::int - c.count), greatest(1, (?::int - c.count) / ?::int))
          returning count, last_grant`,
         [
-          lease.subject, lease.windowMs, windowStart, windowStart + lease.windowMs, first, first,
+          lease.storedSubject, lease.windowMs, windowStart, windowStart + lease.windowMs, first, first,
           slice, limit, limit, this.sliceOfRemaining,
           slice, limit, limit, this.sliceOfRemaining,
         ],
@@ -242,6 +244,11 @@ export class SharedRateLimiter implements RateLimiter {
     void promise.finally(() => this.inFlight.delete(promise)).catch(() => {});
     return promise;
   }
+}
+
+/** Subjects come from callers (addresses from proxies, names): a btree key must stay well under its ~2.7 kB limit. */
+function stored(subject: string): string {
+  return subject.length <= 200 ? subject : `sha256:${createHash('sha256').update(subject).digest('hex')}`;
 }
 
 function slotOf(subject: string, windowMs: number): string {

@@ -3,6 +3,7 @@
  * allow more than the limit together and lose none of it; slices spare round trips; ended windows are
  * swept; unused slices are given back at shutdown; an unreachable database fails open.
  */
+import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../kernel/clock.js';
@@ -111,6 +112,13 @@ describe('SharedRateLimiter', () => {
     await limiter.close();
     expect(await counter(old)).toEqual([]);
     expect(await counter(recent)).toHaveLength(1);
+  });
+
+  it('counts a subject of any length', async () => {
+    const clock = new ManualClock(START);
+    const long = `${fresh('long')}:${randomBytes(5_000).toString('hex')}`;
+    const allowed = await drain([new SharedRateLimiter(db, clock), new SharedRateLimiter(db, clock)], long, 3);
+    expect(allowed[0]! + allowed[1]!).toBe(3);
   });
 
   it('limits each process on its own while the database cannot be reached', async () => {
