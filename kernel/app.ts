@@ -26,6 +26,7 @@ import { KeyStore as KeyStoreService } from './auth/key-store.js';
 import { TenantStore as TenantStoreService, type NewOrganization } from './auth/tenants.js';
 import { AuditLog as AuditLogService } from './auth/audit-log.js';
 import { InProcessRateLimiter } from './auth/rate-limiter.js';
+import { SharedRateLimiter } from './auth/shared-rate-limiter.js';
 import { Authenticator } from './auth/authenticator.js';
 import { Authorizer } from './auth/authorizer.js';
 import { authMigrations } from './auth/migrations.js';
@@ -237,7 +238,16 @@ async function assembleCore(
   container.bind(T.KeyStore).toConstantValue(keyStore);
   container.bind(T.TenantStore).toConstantValue(tenants);
   container.bind(T.AuditLog).toConstantValue(new AuditLogService(db, clock));
-  container.bind(T.RateLimiter).toConstantValue(new InProcessRateLimiter(clock));
+  // Every limit (per key, per unauthenticated address, per published retriever) goes through this one
+  // limiter. PostgreSQL may serve several API processes, so their counters live there; the embedded
+  // PGlite serves exactly one process, so they stay in memory: exact, and no I/O on the request path.
+  if (database.kind === 'postgres') {
+    const limiter = new SharedRateLimiter(db, clock, { log: log.child({ component: 'rate-limits' }) });
+    lifecycle.onShutdown('rate limits', () => limiter.close());
+    container.bind(T.RateLimiter).toConstantValue(limiter);
+  } else {
+    container.bind(T.RateLimiter).toConstantValue(new InProcessRateLimiter(clock));
+  }
   container.bind(T.RequestLog).toConstantValue(requestLog);
   container.bind(T.ResourceIdentifiers).toConstantValue(new ResourceIdentifiersService());
   container.bind(T.ReferenceRegistry).toConstantValue(new ReferenceRegistryService());

@@ -74,6 +74,7 @@ export class UnsupportedMediaTypeError extends ApiError {
   readonly type = 'InputError';
 }
 
+/** 429: the reply carries `Retry-After`, and the `X-RateLimit-*` headers when the limit is given. */
 export class RateLimitError extends ApiError {
   readonly status = 429;
   readonly type = 'RateLimitError';
@@ -82,6 +83,8 @@ export class RateLimitError extends ApiError {
     message: string,
     readonly retryAfterSeconds: number,
     details?: ErrorDetails,
+    /** The ceiling that was reached, for `X-RateLimit-Limit` (omit to keep the number private). */
+    readonly limit?: number,
   ) {
     super(message, details);
   }

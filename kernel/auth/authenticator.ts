@@ -142,6 +142,7 @@ export class Authenticator {
       `Too many requests without a valid API key from this address (limit ${limit} per minute); retry in ${decision.resetSeconds} s with a valid key`,
       decision.resetSeconds,
       { limit, retry_after_seconds: decision.resetSeconds },
+      limit,
     );
   }
 }

@@ -66,4 +66,24 @@ export const authMigrations: Migration[] = [
       });
     },
   },
+  {
+    // Fixed-window request counters shared by every API process on one PostgreSQL (SharedRateLimiter).
+    // Times are the application clock's epoch milliseconds, so tests can move them with the clock;
+    // `last_grant` is what the last claim got, so one statement both claims and reports it.
+    name: '0002_rate_limit_counters',
+    async up(db) {
+      // Unlogged: counters live for one window, so losing them in a crash costs nothing, and no WAL is written.
+      await db.raw(`
+        create unlogged table rate_limit_counters (
+          subject text not null,
+          window_ms integer not null,
+          window_start bigint not null,
+          window_end bigint not null,
+          count integer not null,
+          last_grant integer not null,
+          primary key (subject, window_ms, window_start)
+        )`);
+      await db.raw('create index rate_limit_counters_window_end on rate_limit_counters (window_end)');
+    },
+  },
 ];

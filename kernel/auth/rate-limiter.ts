@@ -2,7 +2,9 @@
  * Request ceilings in fixed windows on the injected clock. `RateLimiter` is the seam every limit goes
  * through (per key, per unauthenticated address, per published retriever, per visitor address), so the
  * counters can live in one store shared by every API process. `InProcessRateLimiter` keeps them in this
- * process: exact for the embedded default, which runs one API process.
+ * process: exact and free of I/O, and right for the embedded default (PGlite), which runs one API process.
+ * With PostgreSQL, several API processes may serve one deployment: `SharedRateLimiter`
+ * (shared-rate-limiter.ts) keeps the counters there.
  */
 import type { Clock } from '../clock.js';
 
@@ -17,6 +19,12 @@ export interface RateDecision {
 export const MINUTE_MS = 60_000;
 export const HOUR_MS = 3_600_000;
 export const DAY_MS = 86_400_000;
+
+/** The fixed window `now` falls in (its index since the epoch), and the whole seconds until it ends (at least 1). */
+export function windowAt(now: number, windowMs: number): { window: number; resetSeconds: number } {
+  const window = Math.floor(now / windowMs);
+  return { window, resetSeconds: Math.max(1, Math.ceil(((window + 1) * windowMs - now) / 1000)) };
+}
 
 export interface RateLimiter {
   /** Counts one request for `subject` in the current window of `windowMs` (default one minute). */
@@ -41,8 +49,7 @@ export class InProcessRateLimiter implements RateLimiter {
 
   private consumeNow(subject: string, limit: number, windowMs: number): RateDecision {
     const now = this.clock.now().getTime();
-    const window = Math.floor(now / windowMs);
-    const resetSeconds = Math.max(1, Math.ceil(((window + 1) * windowMs - now) / 1000));
+    const { window, resetSeconds } = windowAt(now, windowMs);
     const slot = `${windowMs}:${subject}`;
     let entry = this.windows.get(slot);
     if (!entry || entry.window !== window) {

@@ -114,7 +114,14 @@ function internalReply(): ErrorReply {
 export function mapError(err: unknown): ErrorReply {
   if (err instanceof ApiError) {
     const headers: Record<string, string> = {};
-    if (err instanceof RateLimitError) headers['Retry-After'] = String(err.retryAfterSeconds);
+    if (err instanceof RateLimitError) {
+      headers['Retry-After'] = String(err.retryAfterSeconds);
+      if (err.limit !== undefined) {
+        headers['X-RateLimit-Limit'] = String(err.limit);
+        headers['X-RateLimit-Remaining'] = '0';
+        headers['X-RateLimit-Reset'] = String(err.retryAfterSeconds);
+      }
+    }
     if (err instanceof RangeNotSatisfiableError) headers['Content-Range'] = `bytes */${err.size}`;
     return { status: err.status, body: errorBody(err.status, err.type, err.message, err.details), headers, unexpected: false };
   }

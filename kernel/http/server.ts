@@ -171,10 +171,12 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
     res.setHeader('X-RateLimit-Remaining', String(decision.remaining));
     res.setHeader('X-RateLimit-Reset', String(decision.resetSeconds));
     if (!decision.allowed) {
-      throw new RateLimitError(`Rate limit of ${limit} requests per minute exceeded`, decision.resetSeconds, {
+      throw new RateLimitError(
+        `Rate limit of ${limit} requests per minute exceeded; retry in ${decision.resetSeconds} s`,
+        decision.resetSeconds,
+        { limit, retry_after_seconds: decision.resetSeconds },
         limit,
-        retry_after_seconds: decision.resetSeconds,
-      });
+      );
     }
   }
 
