@@ -10,7 +10,8 @@
  *   those vectors — recall 1.0 and well under a millisecond for a 1% subset of 100,000;
  * - otherwise the HNSW graph, with the filter checked inside the graph walk (hnswlib keeps walking
  *   until `ef` matching candidates are found) and `ef` raised as the filter narrows;
- * - no filter (or one that every vector passes): the graph with the configured `ef`.
+ * - no filter (or one that every vector passes): the graph with the configured `ef`, or an exact scan of
+ *   an index of at most `exactScanMaxUnfiltered` vectors.
  * Every hit's score is recomputed from the stored vector, so both plans give the same scores.
  */
 import hnswlib from 'hnswlib-node';
@@ -30,9 +31,14 @@ export interface MemoryGraphOptions {
   exactScanMax: number;
   /** ... as are filters matching at most this share of the index. */
   exactScanRatio: number;
+  /**
+   * Searches without a filter scan exactly only up to this many vectors: past it the graph walk (native,
+   * SIMD distances) costs less than a scan in JavaScript, with the same hits at these sizes.
+   */
+  exactScanMaxUnfiltered: number;
 }
 
-export const DEFAULT_GRAPH_OPTIONS: MemoryGraphOptions = { m: 16, efConstruction: 100, efSearch: 96, exactScanMax: 3_000, exactScanRatio: 0.03 };
+export const DEFAULT_GRAPH_OPTIONS: MemoryGraphOptions = { m: 16, efConstruction: 100, efSearch: 96, exactScanMax: 3_000, exactScanRatio: 0.03, exactScanMaxUnfiltered: 1_000 };
 
 export type GraphPlan = 'exact' | 'ann' | 'ann_filtered' | 'empty';
 
@@ -161,7 +167,9 @@ export class MemoryGraph {
       this.lastPlan = 'empty';
       return [];
     }
-    const small = matching <= this.options.exactScanMax || matching <= this.options.exactScanRatio * live || limit * 4 >= matching;
+    const small = match
+      ? matching <= this.options.exactScanMax || matching <= this.options.exactScanRatio * live || limit * 4 >= matching
+      : live <= this.options.exactScanMaxUnfiltered || limit * 4 >= live;
     if (small) {
       this.lastPlan = 'exact';
       return this.exact(q, limit, match?.labels);

@@ -116,6 +116,20 @@ describe('in-process HNSW index', () => {
     await index.dropIndex(name);
   });
 
+  it('scans a small index exactly without a filter, and walks the graph past exactScanMaxUnfiltered', async () => {
+    const index = store.open({ exactScanMaxUnfiltered: 1_000 });
+    const name = fresh();
+    await index.ensureIndex({ name, dims: DIMS, distance: 'cosine' });
+    await index.upsert(name, records.slice(0, 1_000));
+    await index.search(name, { vector: queries[0]!, limit: 10 });
+    expect(index.lastPlan(name)).toBe('exact');
+    await index.upsert(name, records.slice(1_000, 1_001));
+    const hits = await index.search(name, { vector: queries[0]!, limit: 10 });
+    expect(index.lastPlan(name)).toBe('ann');
+    expect(hits.map((h) => h.id)).toEqual(bruteForce(records.slice(0, 1_001), queries[0]!, 'cosine', 10).map((e) => e.id));
+    await index.dropIndex(name);
+  });
+
   it('a write through one instance is seen by the next search of another sharing the database', async () => {
     const writer = store.open(graph);
     const reader = store.open(graph);
