@@ -4,6 +4,7 @@
  * features those collections index (the same index names processing writes to).
  */
 import type { Knex } from 'knex';
+import { deepFreeze } from '../../../kernel/db/local-read-cache.js';
 import { NotFoundError } from '../../../kernel/errors.js';
 import { whereFilter } from '../../../kernel/filters/sql.js';
 import type { PluginRegistry, RetrievalCollection, StageDocument } from '../../../kernel/plugins.js';
@@ -37,6 +38,8 @@ export class CollectionDocumentSource implements DocumentSource {
     private readonly vectorIndex: VectorIndex,
     private readonly cache: DocumentReadCache,
   ) {}
+
+  private readonly featuresByRow = new WeakMap<CollectionRow, RetrievalFeature[]>();
 
   async resolveCollections(organizationId: string, namespaceId: string, identifiers: readonly string[]): Promise<RetrievalCollection[]> {
     const out = new Map<string, RetrievalCollection>();
@@ -136,6 +139,14 @@ export class CollectionDocumentSource implements DocumentSource {
 
   /** The collection's own extractors' features (a chained collection's parent features are the parent's). */
   private featuresOf(row: CollectionRow): RetrievalFeature[] {
+    // A row kept in memory (frozen) is asked for its features by every execute: work them out once.
+    if (!Object.isFrozen(row)) return this.computeFeatures(row);
+    let features = this.featuresByRow.get(row);
+    if (!features) this.featuresByRow.set(row, (features = deepFreeze(this.computeFeatures(row))));
+    return features;
+  }
+
+  private computeFeatures(row: CollectionRow): RetrievalFeature[] {
     return row.feature_extractors.flatMap((config) => {
       const extractor = this.plugins.extractors.get(config.feature_extractor_name);
       if (!extractor) return [];
