@@ -12,6 +12,9 @@
  * and beside them, on the same queries in this process: LanceDB (`@lancedb/lancedb`, IVF_HNSW_SQ as the
  * engine builds it) and an exact brute-force scan.
  *
+ * The HTTP client runs in a worker thread (scripts/bench/http-load.ts): timings are what a separate client
+ * sees, and the client's own work is not charged to the service's event loop.
+ *
  * Backends: the embedded default (PGlite + pgvector behind the in-process HNSW index), and PostgreSQL when
  * BENCH_DATABASE_URL or TEST_DATABASE_URL is set (LanceDB behind it here: this PostgreSQL has no pgvector).
  * Set VECTOR_MEMORY_INDEX=off to measure the engines without the in-process index.

@@ -83,12 +83,15 @@ export class CollectionDocumentSource implements DocumentSource {
     }
     const generation = this.cache.mark();
     for (let i = 0; i < missing.length; i += ID_CHUNK) {
-      const q = this.db<DocumentRow>('documents')
-        .where({ organization_id: organizationId })
-        .whereIn('collection_id', [...collectionIds])
-        .whereIn('document_id', missing.slice(i, i + ID_CHUNK));
-      this.visible(q, principalId);
-      for (const row of (await q) as DocumentRow[]) {
+      // Arrays as parameters (not IN lists): one statement text whatever the count, less to parse and plan.
+      const visibility = principalId ? 'and (owner_principal = ? or grants @> ?::jsonb)' : '';
+      const bindings: Knex.RawBinding[] = [organizationId, [...collectionIds] as unknown as Knex.RawBinding, missing.slice(i, i + ID_CHUNK) as unknown as Knex.RawBinding];
+      if (principalId) bindings.push(principalId, JSON.stringify([principalId]));
+      const res = (await this.db.raw(
+        `select * from documents where organization_id = ? and collection_id = any(?::text[]) and document_id = any(?::text[]) ${visibility}`,
+        bindings,
+      )) as { rows: DocumentRow[] };
+      for (const row of res.rows) {
         byId.set(row.document_id, toStageDocument(row, principalId));
         if (this.cache.enabled) this.cache.keep(generation, row);
       }
