@@ -241,9 +241,15 @@ export class RetrievalEngine {
         stats[spec.stage_name] = base;
         continue;
       }
+      if (request.signal?.aborted) {
+        // The client went away (a closed stream): nothing more runs, and the execution is recorded as stopped here.
+        status = 'failed';
+        error = `Stopped before stage '${spec.stage_name}': the client closed the connection`;
+        stats[spec.stage_name] = base;
+        continue;
+      }
       const creditsBefore = budget.creditsUsed;
       const callsBefore = budget.inferenceCalls;
-      request.signal?.throwIfAborted();
       budget.creditsUsed += cost;
       request.observer?.stageStarted?.({
         execution_id: request.executionId, stage_name: spec.stage_name, stage_id: stage.id, stage_index: originalIndex, total_stages: prepared.length, input_count: docs.length,

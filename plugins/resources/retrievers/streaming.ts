@@ -88,6 +88,12 @@ export async function streamExecution(
 
   const running = run(observer, abort.signal).then(
     (result) => {
+      if (abort.signal.aborted) {
+        // Nobody is reading: the execution was recorded (stopped where the client left), nothing more is sent.
+        log.info({ execution_id: result.execution_id, status: result.status }, 'streamed retriever execution stopped: the client went away');
+        events.destroy();
+        return;
+      }
       const stages = Object.keys(result.stage_statistics.stages).length || totalStages;
       send({
         event_type: result.status === 'failed' ? 'execution_error' : 'execution_complete',

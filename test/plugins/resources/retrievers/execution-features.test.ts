@@ -187,6 +187,49 @@ describe('retriever execution: streaming, cursor and keyset pages, presigned URL
       expect(titles(chairs.body.documents)).toEqual(['chair-1']);
       expect(t.logs.filter((line) => line.includes('"level":50'))).toEqual([]);
     });
+    it('records a saved retriever\'s execution the client hung up on, as stopped where it left', async () => {
+      stageGate.reset();
+      const created = await api('POST', '/v1/retrievers', {
+        retriever_name: 'gated', collection_identifiers: ['products'],
+        stages: [filterStage('lamps'), { stage_name: 'gate', config: { stage_id: 'test_gate', parameters: {} } }, { stage_name: 'count', config: { stage_id: 'test_counter', parameters: {} } }],
+      });
+      expect(created.status, created.text).toBe(201);
+      const client = new AbortController();
+      const res = await fetch(`${t.url}/v1/retrievers/gated/execute`, {
+        method: 'POST',
+        signal: client.signal,
+        headers: { Authorization: `Bearer ${t.adminKey}`, 'X-Namespace': NS, 'Content-Type': 'application/json' },
+        body: JSON.stringify({ inputs: {}, stream: true }),
+      });
+      expect(res.status).toBe(200);
+      const reader = res.body!.getReader();
+      let seen = '';
+      while (!seen.includes('"stage_name":"gate"')) {
+        const { value, done } = await reader.read();
+        expect(done).toBe(false);
+        seen += Buffer.from(value!).toString('utf8');
+      }
+      const executionId = /"execution_id":"(exec_[A-Za-z0-9]+)"/.exec(seen)![1]!;
+      await stageGate.entered;
+      client.abort();
+      expect(await stageGate.ended).toBe('aborted');
+      stageGate.open();
+      // The record is written behind the answer: wait for it.
+      let recorded: { status: number; body: Record<string, unknown> } = { status: 0, body: {} };
+      for (let i = 0; i < 100 && recorded.status !== 200; i++) {
+        recorded = await api('GET', `/v1/retrievers/gated/executions/${executionId}`);
+        if (recorded.status !== 200) await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(recorded.status).toBe(200);
+      expect(recorded.body).toMatchObject({ status: 'failed', error: "Stopped before stage 'count': the client closed the connection" });
+      const stages = (recorded.body.stage_statistics as { stages: Record<string, { status: string }> }).stages;
+      // The gate stage saw the abort and returned; the stage after it never ran.
+      expect(stages.filter!.status).toBe('completed');
+      expect(stages.gate!.status).toBe('completed');
+      expect(stages.count!.status).toBe('skipped');
+      expect(stageGate.counted).toBe(0);
+      expect(t.logs.filter((line) => line.includes('"level":50'))).toEqual([]);
+    });
   });
 
   describe('pagination', () => {
