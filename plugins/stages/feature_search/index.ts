@@ -22,6 +22,7 @@ import { NotFoundError, InputError } from '../../../kernel/errors.js';
 import { matchesFilter, parseFilter, type FilterNode, type Group, type ParsedFilter } from '../../../kernel/filters/filter.js';
 import type { InferenceClient } from '../../../kernel/inference/client.js';
 import { defineStage, type StageContext, type StageDocument } from '../../../kernel/plugins.js';
+import { spendInference } from '../../../kernel/retrieval/budget.js';
 import { conjoinFilters } from '../../../kernel/retrieval/optimizer.js';
 import { filterView, type DocumentSource as DocumentSourceShape, type RetrievalFeature } from '../../../kernel/retrieval/documents.js';
 import { filterDefs, filterRef } from '../../../kernel/retrieval/schemas.js';
@@ -157,7 +158,8 @@ class Searcher {
       }
       const cached = this.embedded.get(feature.model);
       if (cached) return cached;
-      this.ctx.budget.inferenceCalls += 1;
+      // Refused before the call when it would pass max_inference_calls (or max_credits, or the deadline).
+      spendInference(this.ctx.budget, 1);
       const [vector] = await this.inference().embedText(feature.model, [q.text]);
       if (!vector) throw new InputError(`model '${feature.model}' returned no vector`);
       this.embedded.set(feature.model, vector);
@@ -173,7 +175,7 @@ class Searcher {
         media = await readQueryContent(this.ctx, q.content, where);
         this.contents.set(index, media);
       }
-      this.ctx.budget.inferenceCalls += 1;
+      spendInference(this.ctx.budget, 1);
       const vector = await embedQueryContent(this.inference(), feature, media, where);
       this.embedded.set(key, vector);
       return vector;

@@ -176,6 +176,14 @@ describe('rerank through a retriever', () => {
     expect(enough.documents).toHaveLength(1);
   });
 
+  it('stops before the query embedding when max_inference_calls allows no call at all', async () => {
+    const stopped = await execute([search], { budget: { max_inference_calls: 0 } });
+    expect(stopped.status).toBe('budget_exceeded');
+    expect(stopped.budget.exceeded).toMatchObject({ limit: 'max_inference_calls', value: 0, used: 0, stopped_before: 'feature_search' });
+    expect(stopped.budget.inference_calls).toBe(0);
+    expect(stopped.documents).toEqual([]);
+  });
+
   it('fails readably with a model that is missing or does not rerank', async () => {
     const missing = await execute([search, stage('rerank', { query: 'x', model: 'no-such-model' })]);
     expect(missing.status).toBe('failed');
