@@ -175,7 +175,7 @@ export default defineResource({
     container.bind(History).toConstantValue(history);
     const retrievers = new RetrieverService(store, engine, clock, { cursors, blobs: () => services.get(BlobStore), history });
     container.bind(Retrievers).toConstantValue(retrievers);
-    container.bind(RetrieverExecutor).toConstantValue(retrieverExecutor(retrievers, () => services.get(NamespaceResolver)));
+    container.bind(RetrieverExecutor).toConstantValue(retrieverExecutor(retrievers, store, () => services.get(NamespaceResolver)));
   },
   setup: ({ services, log }) => {
     const store = services.get(Store);
