@@ -83,6 +83,17 @@ describe('public retriever endpoints', () => {
     expect(events.slice(0, -2).map((e) => JSON.parse(e).stage_name)).toEqual(events.slice(0, -2).map(() => undefined));
   });
 
+  it('answers search widgets on other sites (CORS), never Origin: null', async () => {
+    const r = await pub('POST', '/v1/public/retrievers/open-lamps/execute', { inputs: { n: 0 } }, { Origin: 'https://shop.example.com' });
+    expect(r.status).toBe(200);
+    expect(r.headers.get('access-control-allow-origin')).toBe('https://shop.example.com');
+    const refused = await pub('POST', '/v1/public/retrievers/nobody-here/execute', { inputs: { n: 0 } }, { Origin: 'https://shop.example.com' });
+    expect(refused.status).toBe(404);
+    expect(refused.headers.get('access-control-allow-origin')).toBe('https://shop.example.com');
+    const sandboxed = await pub('GET', '/v1/public/retrievers', undefined, { Origin: 'null' });
+    expect(sandboxed.headers.get('access-control-allow-origin')).toBeNull();
+  });
+
   it('takes no key or its own prk_ key, and refuses any other key (401)', async () => {
     expect((await pub('POST', '/v1/public/retrievers/open-lamps/execute', { inputs: { n: 0 } }, { 'X-Public-API-Key': openKey })).status).toBe(200);
     expect((await pub('POST', '/v1/public/retrievers/open-lamps/execute', { inputs: { n: 0 } }, { 'X-Public-API-Key': lockedKey })).status).toBe(401);
