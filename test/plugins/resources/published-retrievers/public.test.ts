@@ -207,6 +207,10 @@ describe('public retriever endpoints', () => {
     expect(template.body).toMatchObject({ template_name: 'open-lamps', collection_count: 1, input_schema: { n: { type: 'number', required: true } } });
     expect(template.body.stages[0]).toMatchObject({ stage_name: 'filter', stage_id: 'attribute_filter' });
     expect((await pub('GET', '/v1/public/retrievers/locked-lamps/template')).status).toBe(401);
+    expect((await pub('GET', '/v1/public/retrievers/locked-lamps/template', undefined, { 'X-Retriever-Password': PASSWORD })).status).toBe(200);
+    expect((await pub('GET', '/v1/public/retrievers/locked-lamps/template', undefined, { 'X-Public-API-Key': lockedKey })).status).toBe(200);
+    expect((await pub('POST', '/v1/public/retrievers/open-lamps/interactions', { document_id: 'd', interaction_type: ['VIEW'] }, { 'X-Public-API-Key': lockedKey })).status).toBe(401);
+    expect((await pub('POST', '/v1/public/retrievers/open-lamps/interactions', { document_id: 'd', interaction_type: ['VIEW'] }, { 'X-Public-API-Key': openKey })).status).toBe(200);
   });
 
   it('answers 429 with Retry-After past the per-retriever limit', async () => {
@@ -216,6 +220,16 @@ describe('public retriever endpoints', () => {
     expect(third.status).toBe(429);
     expect(third.body.error.type).toBe('RateLimitError');
     expect(Number(third.headers.get('retry-after'))).toBeGreaterThan(0);
+  });
+
+  it('removes a password: the retriever answers everyone again', async () => {
+    await f.retriever('was-locked');
+    await f.api('POST', '/v1/retrievers/was-locked/publish', { public_name: 'was-locked', password: PASSWORD });
+    expect((await pub('POST', '/v1/public/retrievers/was-locked/execute', { inputs: { n: 0 } })).status).toBe(401);
+    const patched = await f.api('PATCH', '/v1/retrievers/was-locked/publish', { password: null });
+    expect(patched.body.password_protected).toBe(false);
+    expect((await pub('POST', '/v1/public/retrievers/was-locked/execute', { inputs: { n: 0 } })).status).toBe(200);
+    await f.api('DELETE', '/v1/retrievers/was-locked/publish');
   });
 
   it('answers 429 past the per-address limit', async () => {
