@@ -276,6 +276,15 @@ describe('public retriever endpoints', () => {
       expect(r.status, path).toBe(404);
     }
     expect((await pub('POST', '/v1/public/retrievers/hidden-lamps/execute', { inputs: { n: 0 } })).status).toBe(404);
+    // Deleting the retriever deletes its publication.
+    await f.retriever('deleted');
+    await f.api('POST', '/v1/retrievers/deleted/publish', { public_name: 'deleted-lamps' });
+    expect((await pub('GET', '/v1/marketplace/catalog/deleted-lamps/config', undefined, {}, true)).status).toBe(200);
+    expect((await f.api('DELETE', '/v1/retrievers/deleted')).status).toBe(200);
+    for (const path of ['execute', 'config', 'template']) {
+      const r = await pub(path === 'execute' ? 'POST' : 'GET', `/v1/public/retrievers/deleted-lamps/${path}`, path === 'execute' ? { inputs: { n: 0 } } : undefined);
+      expect(r.status, path).toBe(404);
+    }
   });
 
   it('LEAK: no public response shows a secret, an internal id or an unexposed field', () => {
