@@ -119,7 +119,10 @@ export default defineResource({
     const sealer = new KeySealer(services.get(BlobSigningSecret));
     container.bind(Sealer).toConstantValue(sealer);
     const database = services.get(DatabaseHandle);
-    const store = new PublishedStore(database.db, sealer, { onlyWriter: database.kind === 'pglite' });
+    const store = new PublishedStore(database.db, sealer, {
+      onlyWriter: database.kind === 'pglite',
+      retrieverExists: async (row) => (await services.get(RetrieverExecutor).find(row.organization_id, row.namespace_id, row.retriever_id)) !== null,
+    });
     container.bind(Store).toConstantValue(store);
     container.bind(PublishedRetrievers).toConstantValue(store);
     const schemas = (services.get(ApiDocument).components as { schemas: Record<string, Record<string, unknown>> }).schemas;
@@ -185,7 +188,7 @@ export default defineResource({
       };
     },
     executePublicRetriever: async ({ params, query, body, ctx, services, req, res }) => {
-      const row = await activePublication(services.get(Store), services.get(RetrieverExecutor), params.public_name);
+      const row = await activePublication(services.get(Store), params.public_name);
       const address = visitor(services, req);
       await authorizePublicCaller(accessOf(services), {
         row, apiKey: req.get('x-public-api-key'), password: req.get('x-retriever-password'), needsPassword: true, visitor: address,
@@ -216,7 +219,7 @@ export default defineResource({
       return { status: 200, body: await run() };
     },
     getPublicRetrieverConfig: async ({ params, services, req }) => {
-      const row = await activePublication(services.get(Store), services.get(RetrieverExecutor), params.public_name);
+      const row = await activePublication(services.get(Store), params.public_name);
       await limitVisitor(services, row, visitor(services, req), 'read', READS_PER_VISITOR_PER_HOUR, HOUR_MS);
       return {
         status: 200,
@@ -228,12 +231,12 @@ export default defineResource({
       };
     },
     getMarketplaceCatalogConfig: async ({ params, services, req }) => {
-      const row = await activePublication(services.get(Store), services.get(RetrieverExecutor), params.public_name);
+      const row = await activePublication(services.get(Store), params.public_name);
       await limitVisitor(services, row, visitor(services, req), 'read', READS_PER_VISITOR_PER_HOUR, HOUR_MS);
       return { status: 200, body: publicConfig(row, services.get(Sealer).open(row.api_key_sealed)) };
     },
     verifyPublicRetrieverPassword: async ({ params, body, services, req }) => {
-      const row = await activePublication(services.get(Store), services.get(RetrieverExecutor), params.public_name);
+      const row = await activePublication(services.get(Store), params.public_name);
       if (row.password_hash === null) return { status: 200, body: { valid: false, public_api_key: null } };
       const valid = await checkPassword(accessOf(services), row, body.password, visitor(services, req));
       return { status: 200, body: { valid, public_api_key: valid ? services.get(Sealer).open(row.api_key_sealed) : null } };
@@ -247,7 +250,7 @@ export default defineResource({
       return { status: 200, body: { recorded: ids.length, interaction_ids: ids } };
     },
     getPublicRetrieverTemplate: async ({ params, services, req }) => {
-      const row = await activePublication(services.get(Store), services.get(RetrieverExecutor), params.public_name);
+      const row = await activePublication(services.get(Store), params.public_name);
       const address = visitor(services, req);
       await authorizePublicCaller(accessOf(services), {
         row, apiKey: req.get('x-public-api-key'), password: req.get('x-retriever-password'), needsPassword: true, visitor: address,
@@ -267,7 +270,7 @@ async function recordInteractions(
   publicName: string,
   interactions: ReadonlyArray<Schemas['RetrieverInteraction']>,
 ): Promise<string[]> {
-  const row = await activePublication(services.get(Store), services.get(RetrieverExecutor), publicName);
+  const row = await activePublication(services.get(Store), publicName);
   const address = visitor(services, req);
   await authorizePublicCaller(accessOf(services), { row, apiKey: req.get('x-public-api-key'), password: undefined, needsPassword: false, visitor: address });
   await limitVisitor(services, row, address, 'interaction', INTERACTIONS_PER_VISITOR_PER_MINUTE, MINUTE_MS);

@@ -10,7 +10,6 @@ import type { Request } from 'express';
 import { clientAddress } from '../../../kernel/auth/authenticator.js';
 import type { RateLimiter } from '../../../kernel/auth/rate-limiter.js';
 import { AuthenticationError, NotAllowedError, NotFoundError, RateLimitError } from '../../../kernel/errors.js';
-import type { RetrieverExecutor } from '../../../kernel/retrieval/executor.js';
 import { passwordMatches } from './passwords.js';
 import { PUBLIC_KEY_PREFIX, publicKeyHash } from './public-keys.js';
 import type { PublicationRow, PublishedStore } from './store.js';
@@ -40,17 +39,9 @@ export function visitorOf(req: Request, trustedProxyHops: number): string {
   return clientAddress(req.socket.remoteAddress, req.get('x-forwarded-for'), trustedProxyHops);
 }
 
-/**
- * The active publication at this name; a 404 otherwise (an unpublished or inactive name answers nothing). A
- * row kept in memory is checked against its retriever (deleting a retriever deletes its publication in the
- * database, behind this store's back); that read is in memory too where rows are.
- */
-export async function activePublication(store: PublishedStore, retrievers: RetrieverExecutor, publicName: string): Promise<PublicationRow> {
-  let row = await store.row(publicName);
-  if (row && store.cachesRows && !(await retrievers.find(row.organization_id, row.namespace_id, row.retriever_id))) {
-    store.forgetRows();
-    row = await store.row(publicName);
-  }
+/** The active publication at this name; a 404 otherwise (an unpublished or inactive name answers nothing). */
+export async function activePublication(store: PublishedStore, publicName: string): Promise<PublicationRow> {
+  const row = await store.row(publicName);
   if (!row || !row.active) throw new NotFoundError(`No published retriever is named '${publicName}'`, { public_name: publicName });
   return row;
 }

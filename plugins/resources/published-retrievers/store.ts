@@ -72,26 +72,33 @@ export class PublishedStore implements PublishedRetrieverDirectory {
   constructor(
     private readonly db: Knex,
     private readonly sealer: KeySealer,
-    options: { onlyWriter: boolean } = { onlyWriter: false },
+    options: {
+      onlyWriter: boolean;
+      /** Whether the publication's retriever still exists (read in memory where rows are kept). */
+      retrieverExists?: (row: PublicationRow) => Promise<boolean>;
+    } = { onlyWriter: false },
   ) {
     this.rows = new LocalReadCache({ enabled: options.onlyWriter, maxEntries: 10_000 });
+    this.retrieverExists = options.retrieverExists;
   }
 
-  /** Whether rows are served from memory (then a row may outlive its retriever's cascade delete: check it). */
-  get cachesRows(): boolean {
-    return this.rows.enabled;
-  }
+  private readonly retrieverExists: ((row: PublicationRow) => Promise<boolean>) | undefined;
 
-  row(publicName: string): Promise<PublicationRow | undefined> {
-    return this.rows.read(publicName, async () => {
-      const row = await this.db<PublicationRow>('published_retrievers').where({ public_name: publicName }).first();
-      return row ? deepFreeze(row) : undefined;
-    });
-  }
-
-  /** Drops every kept row (a write, or a retriever found gone). */
-  forgetRows(): void {
-    this.rows.forgetAll();
+  /**
+   * The row at this public name. A row kept in memory is checked against its retriever: deleting a retriever
+   * deletes its publication in the database (foreign key), behind this store's back.
+   */
+  async row(publicName: string): Promise<PublicationRow | undefined> {
+    const load = async () => {
+      const found = await this.db<PublicationRow>('published_retrievers').where({ public_name: publicName }).first();
+      return found ? deepFreeze(found) : undefined;
+    };
+    const row = await this.rows.read(publicName, load);
+    if (row && this.rows.enabled && this.retrieverExists && !(await this.retrieverExists(row))) {
+      this.rows.forgetAll();
+      return load();
+    }
+    return row;
   }
 
   rowOf(organizationId: string, retrieverId: string): Promise<PublicationRow | undefined> {
