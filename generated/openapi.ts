@@ -5205,6 +5205,7 @@ export interface operations {
                     "application/json": components["schemas"]["PublicRetrieverConfig"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["ValidationFailed"];
             429: components["responses"]["RateLimited"];
@@ -5949,6 +5950,7 @@ export interface operations {
                     "application/json": components["schemas"]["PublicRetrieverConfig"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["ValidationFailed"];
             429: components["responses"]["RateLimited"];
@@ -6026,6 +6028,7 @@ export interface operations {
                     "application/json": components["schemas"]["RetrieverInteractionsRecorded"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["ValidationFailed"];
@@ -6062,6 +6065,7 @@ export interface operations {
                     "application/json": components["schemas"]["RetrieverInteractionsRecorded"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["ValidationFailed"];
@@ -6094,6 +6098,7 @@ export interface operations {
                     "application/json": components["schemas"]["PublicRetrieverTemplate"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
@@ -6126,6 +6131,7 @@ export interface operations {
                     "application/json": components["schemas"]["PublicRetrieverVerifyResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["ValidationFailed"];
             429: components["responses"]["RateLimited"];
@@ -6158,6 +6164,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             422: components["responses"]["ValidationFailed"];
             429: components["responses"]["RateLimited"];
         };
