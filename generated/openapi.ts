@@ -2207,7 +2207,7 @@ export interface components {
         /** @enum {string} */
         KeyStatus: "active" | "revoked" | "expired";
         /** @enum {string} */
-        KeyType: "standard" | "user" | "retriever" | "session";
+        KeyType: "standard" | "user" | "retriever" | "marketplace" | "session";
         KeyUsageAttribution: {
             by_day: components["schemas"]["DailyUsage"][];
             /** @description Requests per status class (`2xx`, `4xx`, ...). */
