@@ -29,6 +29,8 @@ import type { PresignedPutGate as PresignedPutGateShape } from './blobs/put-gate
 import type { VectorIndex as VectorIndexShape } from './vectors/vector-index.js';
 import type { InferenceClient as InferenceClientShape } from './inference/client.js';
 import type { TextIndex as TextIndexShape } from './text/text-index.js';
+import type { PublishedRetrieverDirectory as PublishedRetrieverDirectoryShape } from './retrieval/published.js';
+import type { RetrieverExecutor as RetrieverExecutorShape } from './retrieval/executor.js';
 
 declare const tokenType: unique symbol;
 export type Token<T> = symbol & { readonly [tokenType]?: T };
@@ -100,3 +102,7 @@ export const CollectionProcessor = createToken<CollectionProcessorShape>('Collec
 export const DocumentSource = createToken<DocumentSourceShape>('DocumentSource');
 /** Document writers tell retriever caches what changed (bound by the retrievers plugin). */
 export const RetrievalCacheInvalidation = createToken<RetrievalCacheInvalidationShape>('RetrievalCacheInvalidation');
+/** Published retrievers by public name (bound by the published-retrievers plugin). */
+export const PublishedRetrievers = createToken<PublishedRetrieverDirectoryShape>('PublishedRetrievers');
+/** Runs saved retrievers and records interactions for callers without an API key (bound by the retrievers plugin). */
+export const RetrieverExecutor = createToken<RetrieverExecutorShape>('RetrieverExecutor');
