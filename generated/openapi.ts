@@ -1189,6 +1189,64 @@ export interface paths {
         patch: operations["updateRetriever"];
         trace?: never;
     };
+    "/v1/retrievers/{retriever_id}/api-keys": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The retriever's `ret_sk_` keys (never their secrets).
+         * @description Lists the retriever's keys, oldest first, without their secrets; revoked keys only with `include_revoked=true`. Only the retriever's owner may call (see create). Needs the `write` permission.
+         */
+        get: operations["listRetrieverApiKeys"];
+        put?: never;
+        /**
+         * Make a `ret_sk_` key that executes only this retriever, while it is published. The `key` is shown once.
+         * @description Creates a retriever-scoped `ret_sk_` key for a web page or widget. Its permission (`read`) and scope (this retriever, `execute_retriever`) are fixed; it works only on the public execute endpoints (`X-Public-API-Key` on `POST /v1/public/retrievers/{public_name}/execute`, or alone on `POST /v1/public/retrievers/execute`) and only while the retriever is published; every other route refuses it with a 403. Browser requests carrying an `Origin` header must come from one of `allowed_origins` (none: any origin); requests without `Origin` are not browser requests and are not affected. After `expires_at` the key answers 401. Only the retriever's owner may call: the user whose key created it (its `created_by`); when that user has left the organization, an `admin` key of the organization may act for them. Needs the `write` permission; a name another active key of this retriever has is a 409, an `expires_at` not in the future a 400.
+         */
+        post: operations["createRetrieverApiKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/retrievers/{retriever_id}/api-keys/{key_id}": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The key's `key_` id (from create or list). */
+                key_id: string;
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke one of the retriever's `ret_sk_` keys; it stops working at once, in every API process.
+         * @description Revokes the key (an expired one too). A key that is not one of this retriever's, or is already revoked, is a 404. Only the retriever's owner may call (see create). Needs the `write` permission.
+         */
+        delete: operations["revokeRetrieverApiKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/retrievers/{retriever_id}/clone": {
         parameters: {
             query?: never;
@@ -2438,6 +2496,54 @@ export interface components {
         };
         /** @enum {string} */
         ResourceType: "organization" | "user" | "api_key" | "namespace" | "collection" | "bucket" | "retriever" | "cluster" | "taxonomy" | "storage_connection" | "alert" | "annotation" | "secret" | "webhook";
+        RetrieverApiKey: {
+            allowed_origins: string[];
+            /** Format: date-time */
+            created_at: string;
+            created_by: string;
+            /** Format: date-time */
+            expires_at: string | null;
+            key_id: string;
+            /** @description First 10 characters of the key followed by `...`. */
+            key_prefix: string;
+            /** @enum {string} */
+            key_type: "retriever";
+            /** Format: date-time */
+            last_used_at: string | null;
+            name: string;
+            /** @description Fixed at creation. */
+            permissions: components["schemas"]["Permission"][];
+            /** @description The one retriever the key executes. */
+            retriever_id: string;
+            /** Format: date-time */
+            revoked_at: string | null;
+            revoked_by: string | null;
+            /** @description Fixed at creation; this retriever, `execute_retriever` only. */
+            scopes: components["schemas"]["ResourceScope"][];
+            status: components["schemas"]["KeyStatus"];
+        };
+        RetrieverApiKeyCreateRequest: {
+            /**
+             * @description Origins browser requests may come from; empty allows any origin.
+             * @default []
+             */
+            allowed_origins?: components["schemas"]["OriginPattern"][];
+            /**
+             * Format: date-time
+             * @description When the key stops working (401 after). Null or absent: it never expires.
+             */
+            expires_at?: string | null;
+            /** @description Unique among the retriever's active keys. */
+            name: string;
+        };
+        RetrieverApiKeyList: {
+            results: components["schemas"]["RetrieverApiKey"][];
+            total: number;
+        };
+        RetrieverApiKeyWithSecret: components["schemas"]["RetrieverApiKey"] & {
+            /** @description The plaintext `ret_sk_` secret. Shown only once. */
+            key: string;
+        };
         RetrieverBudgetLimits: {
             max_credits?: number;
             max_execution_time_ms?: number;
@@ -5527,6 +5633,109 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    listRetrieverApiKeys: {
+        parameters: {
+            query?: {
+                include_revoked?: boolean;
+            };
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The retriever's keys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrieverApiKeyList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    createRetrieverApiKey: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RetrieverApiKeyCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description The key's metadata and its one-time plaintext `key`. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrieverApiKeyWithSecret"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    revokeRetrieverApiKey: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The key's `key_` id (from create or list). */
+                key_id: string;
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The revoked key. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrieverApiKey"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             422: components["responses"]["ValidationFailed"];
             429: components["responses"]["RateLimited"];
         };

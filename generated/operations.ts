@@ -183,6 +183,20 @@ export const operationTable = {
     "body": "json",
     "credits": 0
   },
+  "createRetrieverApiKey": {
+    "method": "post",
+    "path": "/v1/retrievers/{retriever_id}/api-keys",
+    "permission": "write",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "id_from": "path.retriever_id",
+      "operation": "manage_permissions"
+    },
+    "namespaceHeader": "required",
+    "body": "json",
+    "credits": 0
+  },
   "createUpload": {
     "method": "post",
     "path": "/v1/buckets/{bucket_identifier}/uploads",
@@ -785,6 +799,20 @@ export const operationTable = {
     "body": null,
     "credits": 0
   },
+  "listRetrieverApiKeys": {
+    "method": "get",
+    "path": "/v1/retrievers/{retriever_id}/api-keys",
+    "permission": "write",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "id_from": "path.retriever_id",
+      "operation": "manage_permissions"
+    },
+    "namespaceHeader": "required",
+    "body": null,
+    "credits": 0
+  },
   "listRetrieverExecutions": {
     "method": "get",
     "path": "/v1/retrievers/{retriever_id}/executions",
@@ -910,6 +938,20 @@ export const operationTable = {
       "resource_type": "collection",
       "id_from": "path.collection_identifier",
       "operation": "write_data"
+    },
+    "namespaceHeader": "required",
+    "body": null,
+    "credits": 0
+  },
+  "revokeRetrieverApiKey": {
+    "method": "delete",
+    "path": "/v1/retrievers/{retriever_id}/api-keys/{key_id}",
+    "permission": "write",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "id_from": "path.retriever_id",
+      "operation": "manage_permissions"
     },
     "namespaceHeader": "required",
     "body": null,
