@@ -192,7 +192,7 @@ export default defineResource({
         retriever: (organizationId, namespace, nameOrId) => retrievers.get(organizationId, namespace, nameOrId),
       }),
     );
-    container.bind(RetrieverExecutor).toConstantValue(retrieverExecutor(retrievers, () => services.get(NamespaceResolver)));
+    container.bind(RetrieverExecutor).toConstantValue(retrieverExecutor(retrievers, store, () => services.get(NamespaceResolver)));
   },
   setup: ({ services, log }) => {
     const store = services.get(Store);
