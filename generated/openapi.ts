@@ -1212,7 +1212,7 @@ export interface paths {
         put?: never;
         /**
          * Search a published retriever.
-         * @description Runs the published retriever with `inputs` (and `pagination`, `settings.limit`, `stream`, as the private execute takes them) and answers `execution_id`, `status`, `documents`, `pagination` and `error`. Each document holds only `document_id`, `score` and the fields named by the display config's `exposed_fields` (in `payload`); ids of collections, objects, namespaces and organizations, vectors and stage statistics are stripped. `return_presigned_urls` (default true) gives exposed stored blobs a fresh `url`. `X-Public-API-Key` may be absent or the publication's `prk_` key (deprecated); any other key is a 401. A password-protected retriever needs `X-Retriever-Password` (or its `prk_` key, which a correct verify returns): without it a 401, wrong a 403. Per-retriever limits (minute, hour, day) and per-address limits answer 429 with `Retry-After`. `stream: true` or `Accept: text/event-stream` answers Server-Sent Events (`stage_start`, `stage_complete` without stage names, then `execution_complete` with the filtered documents, or `execution_error`; closed by `data: [DONE]`). The execution is recorded in the owner's retriever history. Public: no key is needed.
+         * @description Runs the published retriever with `inputs` (and `pagination`, `settings.limit`, `stream`, as the private execute takes them) and answers `execution_id`, `status`, `documents`, `pagination` and `error`. Each document holds only `document_id`, `score` and the fields named by the display config's `exposed_fields` (in `payload`); ids of collections, objects, namespaces and organizations, vectors and stage statistics are stripped. `return_presigned_urls` (default true) gives exposed stored blobs a fresh `url`. `X-Public-API-Key` may be absent, the publication's `prk_` key (deprecated), a `ret_sk_` key its owner made for this retriever, or a `sk_marketplace_` key of a subscription to it (while it is listed in the marketplace); any other key is a 401, a key of another retriever a 403, an expired one a 401, and a request whose `Origin` is not among a key's `allowed_origins` a 403 (no `Origin`: not a browser, not affected). A password-protected retriever needs `X-Retriever-Password` (or its `prk_` key, which a correct verify returns, or a `ret_sk_`/`sk_marketplace_` key, which its owner issued): without it a 401, wrong a 403. Per-retriever limits (minute, hour, day) and per-address limits answer 429 with `Retry-After`. `stream: true` or `Accept: text/event-stream` answers Server-Sent Events (`stage_start`, `stage_complete` without stage names, then `execution_complete` with the filtered documents, or `execution_error`; closed by `data: [DONE]`). The execution is recorded in the owner's retriever history. Public: no key is needed.
          */
         post: operations["executePublicRetriever"];
         delete?: never;
@@ -1307,6 +1307,26 @@ export interface paths {
          * @description `{valid: true, public_api_key}` for the right password, `{valid: false, public_api_key: null}` otherwise (also for a retriever without a password). Wrong guesses are limited per visitor address and public name (10 per 15 minutes, then 429 with `Retry-After`). Public: no key is needed.
          */
         post: operations["verifyPublicRetrieverPassword"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/public/retrievers/execute": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Search the published retriever a `ret_sk_` (or `sk_marketplace_`) key names.
+         * @description The same as `POST /v1/public/retrievers/{public_name}/execute`, for the one retriever the key in `X-Public-API-Key` (or `Authorization: Bearer`) is bound to, so a page needs only its key. The key must be a `ret_sk_` retriever key or a `sk_marketplace_` marketplace key (none or a `prk_` key: 401, use the named execute), valid (unknown, revoked or expired: 401), sent from one of its `allowed_origins` when the request has an `Origin` (else 403); the retriever must be published and active (else 404) and, for a marketplace key, listed in the marketplace (else 403). The publication's rate limits apply. Public: the key is the credential, no organization key is needed.
+         */
+        post: operations["executePublicRetrieverByKey"];
         delete?: never;
         options?: never;
         head?: never;
@@ -3775,7 +3795,7 @@ export interface components {
         OptionalNamespaceHeader: string;
         /** @description An end user's principal id, as a `usr_sk_` key's `principal_id` names it. */
         PrincipalId: string;
-        /** @description None, or the publication's `prk_` key (deprecated). */
+        /** @description None, or the publication's `prk_` key (deprecated), or a `ret_sk_` retriever key or `sk_marketplace_` marketplace key bound to this retriever. */
         PublicApiKeyHeader: string;
         /** @description The name a retriever is published under. */
         PublicName: string;
@@ -6066,7 +6086,7 @@ export interface operations {
                 return_presigned_urls?: boolean;
             };
             header?: {
-                /** @description None, or the publication's `prk_` key (deprecated). */
+                /** @description None, or the publication's `prk_` key (deprecated), or a `ret_sk_` retriever key or `sk_marketplace_` marketplace key bound to this retriever. */
                 "X-Public-API-Key"?: components["parameters"]["PublicApiKeyHeader"];
                 /** @description The password of a password-protected published retriever. */
                 "X-Retriever-Password"?: components["parameters"]["RetrieverPasswordHeader"];
@@ -6106,7 +6126,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description None, or the publication's `prk_` key (deprecated). */
+                /** @description None, or the publication's `prk_` key (deprecated), or a `ret_sk_` retriever key or `sk_marketplace_` marketplace key bound to this retriever. */
                 "X-Public-API-Key"?: components["parameters"]["PublicApiKeyHeader"];
                 /** @description The visitor's session, recorded with each interaction. */
                 "X-Session-ID"?: components["parameters"]["SessionIdHeader"];
@@ -6142,7 +6162,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description None, or the publication's `prk_` key (deprecated). */
+                /** @description None, or the publication's `prk_` key (deprecated), or a `ret_sk_` retriever key or `sk_marketplace_` marketplace key bound to this retriever. */
                 "X-Public-API-Key"?: components["parameters"]["PublicApiKeyHeader"];
                 /** @description The visitor's session, recorded with each interaction. */
                 "X-Session-ID"?: components["parameters"]["SessionIdHeader"];
@@ -6231,6 +6251,45 @@ export interface operations {
                 };
             };
             404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    executePublicRetrieverByKey: {
+        parameters: {
+            query?: {
+                return_presigned_urls?: boolean;
+            };
+            header?: {
+                /** @description None, or the publication's `prk_` key (deprecated), or a `ret_sk_` retriever key or `sk_marketplace_` marketplace key bound to this retriever. */
+                "X-Public-API-Key"?: components["parameters"]["PublicApiKeyHeader"];
+                /** @description The password of a password-protected published retriever. */
+                "X-Retriever-Password"?: components["parameters"]["RetrieverPasswordHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PublicRetrieverExecuteRequest"];
+            };
+        };
+        responses: {
+            /** @description The execution result, limited to the exposed fields. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublicExecutionResult"];
+                    "text/event-stream": components["schemas"]["PublicExecutionEventStream"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             422: components["responses"]["ValidationFailed"];
             429: components["responses"]["RateLimited"];
         };

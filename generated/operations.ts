@@ -374,6 +374,16 @@ export const operationTable = {
     "body": "json",
     "credits": 0
   },
+  "executePublicRetrieverByKey": {
+    "method": "post",
+    "path": "/v1/public/retrievers/execute",
+    "permission": "none",
+    "public": true,
+    "scope": null,
+    "namespaceHeader": null,
+    "body": "json",
+    "credits": 0
+  },
   "executeRetriever": {
     "method": "post",
     "path": "/v1/retrievers/{retriever_id}/execute",
