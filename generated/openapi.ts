@@ -771,6 +771,49 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/marketplace/catalog": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Published retrievers listed in the marketplace, newest first.
+         * @description The active publications whose owner listed them in the marketplace (`marketplace_listed`), paginated (`page` 1 to 500, `page_size` 1 to 100, default 20), optionally filtered by `search`, a case-insensitive regular expression (RE2 syntax, at most 200 characters) over titles and descriptions. Each listing shows what a subscriber needs (public name, title, description, logo, exposed fields, whether a password guards it and where to execute it), never an internal id, a key, the organization or the configuration. Public: no key is needed.
+         */
+        get: operations["listMarketplaceCatalog"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/marketplace/catalog/{public_name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The name a retriever is published under. */
+                public_name: components["parameters"]["PublicName"];
+            };
+            cookie?: never;
+        };
+        /**
+         * One marketplace listing, by public name.
+         * @description The listing of an active, marketplace-listed publication; anything else (unknown, unpublished, inactive or not listed) is a 404. Public: no key is needed.
+         */
+        get: operations["getMarketplaceListing"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/marketplace/catalog/{public_name}/config": {
         parameters: {
             query?: never;
@@ -789,6 +832,72 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/marketplace/catalog/{public_name}/subscribe": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The name a retriever is published under. */
+                public_name: components["parameters"]["PublicName"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Subscribe the organization to a marketplace retriever; its `sk_marketplace_` key is shown once.
+         * @description Subscribes the calling key's organization to another organization's marketplace-listed retriever and returns the subscription with its one-time `sk_marketplace_` key. The key executes that retriever only: in `X-Public-API-Key` on `POST /v1/public/retrievers/{public_name}/execute`, or alone on `POST /v1/public/retrievers/execute`; it needs no password, works only while the retriever is published and listed, and is refused (403) on every authenticated route, so it reaches nothing of the subscriber's own organization nor anything else of the publisher's. A name that is not an active listed publication is a 404; the organization's own retriever a 409 (make a `ret_sk_` key instead); an active subscription to it already a 409. Needs the `admin` permission (it mints a credential).
+         */
+        post: operations["subscribeToMarketplaceRetriever"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/marketplace/subscriptions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The organization's marketplace subscriptions (never their keys).
+         * @description The calling key's organization's subscriptions, newest first; cancelled ones only with `include_cancelled=true`. `available` tells whether the retriever is still published and listed (its key works only then). Needs the `read` permission.
+         */
+        get: operations["listMarketplaceSubscriptions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/marketplace/subscriptions/{subscription_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The subscription's `msub_` id. */
+                subscription_id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Cancel a subscription; its `sk_marketplace_` key stops working at once.
+         * @description Cancels the subscription and revokes its key in the same transaction (every API process stops honouring it at once). An unknown or already cancelled subscription is a 404. Needs the `admin` permission.
+         */
+        delete: operations["unsubscribeFromMarketplaceRetriever"];
         options?: never;
         head?: never;
         patch?: never;
@@ -2616,6 +2725,69 @@ export interface components {
             total_credits: number;
             total_requests: number;
             user_email: string;
+        };
+        MarketplaceCatalog: {
+            page: number;
+            page_size: number;
+            results: components["schemas"]["MarketplaceListing"][];
+            total_count: number;
+            total_pages: number;
+        };
+        MarketplaceListing: {
+            config_url: string;
+            description: string | null;
+            execute_url: string;
+            /** @description The result fields executions return. */
+            exposed_fields: string[];
+            logo_url: string | null;
+            page_url: string;
+            /** @description Anonymous visitors need the password; a subscription key does not. */
+            password_protected: boolean;
+            public_name: string;
+            /** Format: date-time */
+            published_at: string;
+            subscribe_url: string;
+            template_type: string | null;
+            title: string;
+        };
+        MarketplaceSubscribeRequest: {
+            /**
+             * @description Origins browser requests with the key may come from; empty allows any origin.
+             * @default []
+             */
+            allowed_origins?: components["schemas"]["OriginPattern"][];
+        };
+        MarketplaceSubscription: {
+            allowed_origins: string[];
+            /** @description Whether the retriever is published and listed now (the key works only then). */
+            available: boolean;
+            /** Format: date-time */
+            cancelled_at: string | null;
+            cancelled_by: string | null;
+            /** Format: date-time */
+            created_at: string;
+            created_by: string;
+            key_id: string;
+            /** @description First 10 characters of the key followed by `...`. */
+            key_prefix: string;
+            /** @description The key's own status (revoked when the subscription is cancelled or the user who made it is removed). */
+            key_status: components["schemas"]["KeyStatus"];
+            /** @enum {string} */
+            key_type: "marketplace";
+            /** @description The retriever's current public name (the one subscribed to, once unpublished). */
+            public_name: string;
+            /** @enum {string} */
+            status: "active" | "cancelled";
+            subscription_id: string;
+            title: string;
+        };
+        MarketplaceSubscriptionList: {
+            results: components["schemas"]["MarketplaceSubscription"][];
+            total: number;
+        };
+        MarketplaceSubscriptionWithKey: components["schemas"]["MarketplaceSubscription"] & {
+            /** @description The plaintext `sk_marketplace_` secret. Shown only once. */
+            key: string;
         };
         MeResponse: {
             capabilities: {
@@ -5310,6 +5482,59 @@ export interface operations {
             };
         };
     };
+    listMarketplaceCatalog: {
+        parameters: {
+            query?: {
+                page?: number;
+                page_size?: number;
+                search?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of the catalog. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MarketplaceCatalog"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    getMarketplaceListing: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The name a retriever is published under. */
+                public_name: components["parameters"]["PublicName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The listing. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MarketplaceListing"];
+                };
+            };
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
     getMarketplaceCatalogConfig: {
         parameters: {
             query?: never;
@@ -5331,6 +5556,93 @@ export interface operations {
                     "application/json": components["schemas"]["PublicRetrieverConfig"];
                 };
             };
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    subscribeToMarketplaceRetriever: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The name a retriever is published under. */
+                public_name: components["parameters"]["PublicName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["MarketplaceSubscribeRequest"];
+            };
+        };
+        responses: {
+            /** @description The subscription and its one-time key. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MarketplaceSubscriptionWithKey"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    listMarketplaceSubscriptions: {
+        parameters: {
+            query?: {
+                include_cancelled?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The subscriptions. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MarketplaceSubscriptionList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    unsubscribeFromMarketplaceRetriever: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The subscription's `msub_` id. */
+                subscription_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The cancelled subscription. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MarketplaceSubscription"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["ValidationFailed"];
             429: components["responses"]["RateLimited"];
@@ -6153,6 +6465,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["ValidationFailed"];
             429: components["responses"]["RateLimited"];
@@ -6189,6 +6502,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["ValidationFailed"];
             429: components["responses"]["RateLimited"];

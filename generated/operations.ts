@@ -557,6 +557,16 @@ export const operationTable = {
     "body": null,
     "credits": 0
   },
+  "getMarketplaceListing": {
+    "method": "get",
+    "path": "/v1/marketplace/catalog/{public_name}",
+    "permission": "none",
+    "public": true,
+    "scope": null,
+    "namespaceHeader": null,
+    "body": null,
+    "credits": 0
+  },
   "getMe": {
     "method": "get",
     "path": "/v1/me",
@@ -832,6 +842,29 @@ export const operationTable = {
     "permission": "read",
     "public": false,
     "scope": null,
+    "namespaceHeader": null,
+    "body": null,
+    "credits": 0
+  },
+  "listMarketplaceCatalog": {
+    "method": "get",
+    "path": "/v1/marketplace/catalog",
+    "permission": "none",
+    "public": true,
+    "scope": null,
+    "namespaceHeader": null,
+    "body": null,
+    "credits": 0
+  },
+  "listMarketplaceSubscriptions": {
+    "method": "get",
+    "path": "/v1/marketplace/subscriptions",
+    "permission": "read",
+    "public": false,
+    "scope": {
+      "resource_type": "api_key",
+      "operation": "manage_permissions"
+    },
     "namespaceHeader": null,
     "body": null,
     "credits": 0
@@ -1134,6 +1167,19 @@ export const operationTable = {
     "body": null,
     "credits": 0
   },
+  "subscribeToMarketplaceRetriever": {
+    "method": "post",
+    "path": "/v1/marketplace/catalog/{public_name}/subscribe",
+    "permission": "admin",
+    "public": false,
+    "scope": {
+      "resource_type": "api_key",
+      "operation": "manage_permissions"
+    },
+    "namespaceHeader": null,
+    "body": "json",
+    "credits": 0
+  },
   "unpublishRetriever": {
     "method": "delete",
     "path": "/v1/retrievers/{retriever_id}/publish",
@@ -1145,6 +1191,19 @@ export const operationTable = {
       "operation": "create_retriever"
     },
     "namespaceHeader": "required",
+    "body": null,
+    "credits": 0
+  },
+  "unsubscribeFromMarketplaceRetriever": {
+    "method": "delete",
+    "path": "/v1/marketplace/subscriptions/{subscription_id}",
+    "permission": "admin",
+    "public": false,
+    "scope": {
+      "resource_type": "api_key",
+      "operation": "manage_permissions"
+    },
+    "namespaceHeader": null,
     "body": null,
     "credits": 0
   },
