@@ -169,15 +169,14 @@ export default defineResource({
       }
       const filter = { includeInactive: query.include_inactive === true, ...(search !== undefined ? { search } : {}) };
       const store = services.get(Store);
-      const [{ records, total }, stats] = await Promise.all([
-        store.list({ ...filter, offset: (page - 1) * pageSize, limit: pageSize }),
+      const [{ rows, total }, stats] = await Promise.all([
+        store.listRows({ ...filter, offset: (page - 1) * pageSize, limit: pageSize }),
         store.statistics(filter),
       ]);
-      const rows = await Promise.all(records.map((r) => store.row(r.publicName)));
       return {
         status: 200,
         body: {
-          results: rows.flatMap((r) => (r ? [publicSummary(r)] : [])),
+          results: rows.map(publicSummary),
           page,
           page_size: pageSize,
           total_count: total,
@@ -234,7 +233,9 @@ export default defineResource({
     getPublicRetrieverTemplate: async ({ params, services, req }) => {
       const row = await activePublication(services.get(Store), params.public_name);
       const address = visitor(services, req);
-      await authorizePublicCaller(accessOf(services), { row, apiKey: undefined, password: req.get('x-retriever-password'), needsPassword: true, visitor: address, origin: req.get('origin') });
+      await authorizePublicCaller(accessOf(services), {
+        row, apiKey: req.get('x-public-api-key'), password: req.get('x-retriever-password'), needsPassword: true, visitor: address, origin: req.get('origin'),
+      });
       await limitVisitor(services, row, address, 'read', READS_PER_VISITOR_PER_HOUR, HOUR_MS);
       const retriever = await services.get(RetrieverExecutor).find(row.organization_id, row.namespace_id, row.retriever_id);
       if (!retriever) throw new NotFoundError(`No published retriever is named '${row.public_name}'`);
