@@ -7,7 +7,7 @@
  * public request, so unpublishing stops the name answering at once in every API process.
  */
 import type { components } from '../../../generated/openapi.js';
-import { looksLikeBoundKey, verifyBoundKey } from '../../../kernel/auth/bound-keys.js';
+import { looksLikeBoundKey } from '../../../kernel/auth/bound-keys.js';
 import { AuthenticationError, ConflictError, InputError, NotAllowedError, NotFoundError, RateLimitError } from '../../../kernel/errors.js';
 import { UnsupportedPatternError, compileUserRegex } from '../../../kernel/filters/regex.js';
 import type { RequestContext } from '../../../kernel/http/context.js';
@@ -31,7 +31,7 @@ import {
   type Services,
 } from '../../../kernel/tokens.js';
 import { publishedRetrieverMigrations } from './migrations.js';
-import { activePublication, actorOf, authorizePublicCaller, checkPassword, visitorOf, type PublicAccess } from './public-callers.js';
+import { activePublication, actorOf, authorizePublicCaller, checkPassword, verifyPublicKey, visitorOf, type PublicAccess } from './public-callers.js';
 import { KeySealer } from './public-keys.js';
 import { streamPublicExecution } from './public-streaming.js';
 import { publicConfig, publicResult, publicSummary, publicTemplate } from './public-view.js';
@@ -78,7 +78,13 @@ function toPublished(row: PublicationRow, sealer: KeySealer): Schemas['Published
 }
 
 function accessOf(services: Services): PublicAccess {
-  return { store: services.get(Store), limiter: services.get(RateLimiter), keys: services.get(KeyStore), clock: services.get(Clock) };
+  return {
+    store: services.get(Store),
+    limiter: services.get(RateLimiter),
+    keys: services.get(KeyStore),
+    clock: services.get(Clock),
+    failedKeysPerMinute: services.get(Config).unauthenticatedRateLimitPerMinute,
+  };
 }
 
 function visitor(services: Services, req: Parameters<typeof visitorOf>[0]): string {
@@ -192,7 +198,7 @@ export default defineResource({
     executePublicRetrieverByKey: async (input) => {
       const { services, req } = input;
       const apiKey = keyAloneOf(req);
-      const grant = await verifyBoundKey(services.get(KeyStore), services.get(Clock), apiKey, req.get('origin'));
+      const grant = await verifyPublicKey(accessOf(services), apiKey, req.get('origin'), visitor(services, req));
       const row = await services.get(Store).rowOf(grant.retrieverOrganizationId, grant.retrieverId);
       if (!row || !row.active) {
         throw new NotFoundError('The retriever this key executes is not published now: ask its owner to publish it again');

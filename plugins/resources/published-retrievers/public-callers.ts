@@ -12,7 +12,7 @@
  */
 import type { Request } from 'express';
 import { clientAddress } from '../../../kernel/auth/authenticator.js';
-import { looksLikeBoundKey, verifyBoundKey } from '../../../kernel/auth/bound-keys.js';
+import { looksLikeBoundKey, verifyBoundKey, type BoundKeyGrant } from '../../../kernel/auth/bound-keys.js';
 import type { KeyStore } from '../../../kernel/auth/key-store.js';
 import type { RateLimiter } from '../../../kernel/auth/rate-limiter.js';
 import type { Clock } from '../../../kernel/clock.js';
@@ -47,6 +47,8 @@ export interface PublicAccess {
   limiter: RateLimiter;
   keys: KeyStore;
   clock: Clock;
+  /** Failed key checks per visitor address per minute (shared with `Authorization: Bearer` failures); 0: off. */
+  failedKeysPerMinute: number;
 }
 
 /** The visitor's address, as the API's trusted proxies report it. */
@@ -70,7 +72,7 @@ export async function authorizePublicCaller(access: PublicAccess, input: PublicC
       }
       return { kind: 'public_api_key' };
     }
-    if (looksLikeBoundKey(apiKey)) return authorizeBoundKey(access, row, apiKey, input.origin);
+    if (looksLikeBoundKey(apiKey)) return authorizeBoundKey(access, row, apiKey, input.origin, input.visitor);
     throw new AuthenticationError(
       'X-Public-API-Key must be empty, the prk_ public key of this retriever, a ret_sk_ retriever key or a sk_marketplace_ marketplace key',
     );
@@ -89,8 +91,8 @@ export async function authorizePublicCaller(access: PublicAccess, input: PublicC
 }
 
 /** A `ret_sk_` or `sk_marketplace_` key: valid, from an allowed origin, and bound to this publication's retriever. */
-async function authorizeBoundKey(access: PublicAccess, row: PublicationRow, apiKey: string, origin: string | undefined): Promise<PublicCaller> {
-  const grant = await verifyBoundKey(access.keys, access.clock, apiKey, origin);
+async function authorizeBoundKey(access: PublicAccess, row: PublicationRow, apiKey: string, origin: string | undefined, visitor: string): Promise<PublicCaller> {
+  const grant = await verifyPublicKey(access, apiKey, origin, visitor);
   if (grant.retrieverId !== row.retriever_id || grant.retrieverOrganizationId !== row.organization_id) {
     throw new NotAllowedError(
       grant.keyType === 'retriever'
@@ -105,6 +107,36 @@ async function authorizeBoundKey(access: PublicAccess, row: PublicationRow, apiK
     return { kind: 'marketplace_key', keyId: grant.keyId, subscriberOrganizationId: grant.keyOrganizationId };
   }
   return { kind: 'retriever_key', keyId: grant.keyId };
+}
+
+/**
+ * A `ret_sk_`/`sk_marketplace_` key checked under the same per-address ceiling on failures as `Authorization:
+ * Bearer` keys (one budget, `unauthenticated:<address>`): an address past it gets a 429 and no more database
+ * lookups this minute, unless its key is already known to this process.
+ */
+export async function verifyPublicKey(access: PublicAccess, apiKey: string, origin: string | undefined, visitor: string): Promise<BoundKeyGrant> {
+  const limit = access.failedKeysPerMinute;
+  const subject = `unauthenticated:${visitor}`;
+  if (limit > 0 && !access.keys.findCachedByPlaintext(apiKey) && (await access.limiter.exhausted(subject, limit))) {
+    throw tooManyFailedKeys(limit, 60);
+  }
+  try {
+    return await verifyBoundKey(access.keys, access.clock, apiKey, origin);
+  } catch (err) {
+    if (limit > 0 && err instanceof AuthenticationError) {
+      const decision = await access.limiter.consume(subject, limit);
+      if (!decision.allowed) throw tooManyFailedKeys(limit, decision.resetSeconds);
+    }
+    throw err;
+  }
+}
+
+function tooManyFailedKeys(limit: number, retryAfterSeconds: number): RateLimitError {
+  return new RateLimitError(
+    `Too many requests without a valid API key from this address (limit ${limit} per minute); retry in ${retryAfterSeconds} s with a valid key`,
+    retryAfterSeconds,
+    { limit, retry_after_seconds: retryAfterSeconds },
+  );
 }
 
 /** Who an execution or interaction is recorded as, in the owner's history and signals. */

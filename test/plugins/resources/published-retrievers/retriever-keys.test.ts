@@ -75,6 +75,11 @@ describe('ret_sk_ keys on the public execute endpoints', () => {
       }
     }
     expect((await alone(key)).status).toBe(200);
+    // Interactions sent with the key follow the same origin rule.
+    const click = (origin: string) => keyed('/v1/public/retrievers/lamp-shop/interactions', key, { Origin: origin }, { document_id: 'doc_1', interaction_type: ['CLICK'] });
+    expect((await click('https://evil.example.net')).status).toBe(403);
+    const allowed = await click(SITE);
+    expect(allowed.status, allowed.text).toBe(200);
   });
 
   it('executes only its own retriever', async () => {
@@ -135,6 +140,24 @@ describe('ret_sk_ keys on the public execute endpoints', () => {
     expect(history.body.results.map((e: { created_by: string }) => e.created_by)).toContain(`public:lamp-shop:retriever_key:${keyId}`);
     for (const res of responses) {
       for (const secret of f.secrets) expect(res.text, `${secret} in a public response`).not.toContain(secret);
+    }
+  });
+});
+
+describe('bound keys on the public endpoints: failures per address', () => {
+  it('limits failed key checks per address like Authorization: Bearer failures (429 with Retry-After)', async () => {
+    const { startTestKernel } = await import('../../../support/kernel.js');
+    const t = await startTestKernel({ config: { runTasks: false, unauthenticatedRateLimitPerMinute: 3 } });
+    try {
+      const bad = (i: number) => t.request('POST', '/v1/public/retrievers/execute', { headers: { 'X-Public-API-Key': `ret_sk_${String(i).padStart(53, 'x')}` }, body: {} });
+      for (let i = 0; i < 3; i++) expect((await bad(i)).status).toBe(401);
+      const limited = await bad(99);
+      expect(limited.status).toBe(429);
+      expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+      // The same budget as Bearer failures from this address.
+      expect((await t.request('GET', '/v1/me', { key: `svc_sk_${'y'.repeat(40)}` })).status).toBe(429);
+    } finally {
+      await t.stop();
     }
   });
 });
