@@ -7,13 +7,16 @@
  * - the public execute `POST /v1/public/retrievers/{public_name}/execute` (no key; publication read from the
  *   database, caller check, three rate-limit counters, exposed-field filtering, presigned URLs off in both),
  * alternating, so both see the same data, caches and machine. Prints p50/p95 at 1 client and QPS at C clients
- * (default 8) for each, and the public path's overhead. When the search page `/p/{public_name}` exists, also
+ * (default 8) for each, and the public path's overhead. `--backend postgres` (BENCH_DATABASE_URL or
+ * TEST_DATABASE_URL) runs in a scratch database it creates and drops. When the search page `/p/{public_name}` exists, also
  * its first-load size (HTML plus every same-origin script and stylesheet it names).
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
+import pg from 'pg';
 import { pino } from 'pino';
 import { startKernel } from '../../kernel/app.js';
 import { loadConfig } from '../../kernel/config.js';
@@ -47,11 +50,13 @@ async function main(): Promise<void> {
   const vectors = clusteredVectors(DOCS, DIMS, 7, { clusters: 50 });
   const queries = clusteredVectors(QUERIES, DIMS, 8, { clusters: 50 }).map((q) => q.map((x) => Math.fround(x)));
   const home = await mkdtemp(path.join(os.tmpdir(), 'tessera-bench-public-'));
+  // PostgreSQL: a database of its own, dropped at the end (the server's databases are left as they were).
+  const database = args.backend === 'postgres' ? await scratchDatabase(postgresUrl!) : undefined;
   const adminKey = `svc_sk_bench_${'p'.repeat(47)}`;
   const kernel = await startKernel({
     config: {
       ...loadConfig(), home, port: 0, host: '127.0.0.1', adminKey, logLevel: 'silent', batchHealthIntervalMs: 0,
-      databaseUrl: args.backend === 'postgres' ? postgresUrl : undefined,
+      databaseUrl: database?.url,
     },
     plugins: builtins.map((plugin) => ({ plugin, origin: 'builtin' })),
     overrides: { logger: pino({ level: 'silent' }) },
@@ -142,8 +147,26 @@ async function main(): Promise<void> {
     }
   } finally {
     await kernel.stop();
+    await database?.drop();
     await rm(home, { recursive: true, force: true });
   }
+}
+
+async function scratchDatabase(baseUrl: string): Promise<{ url: string; drop: () => Promise<void> }> {
+  const name = `tessera_bench_${randomBytes(6).toString('hex')}`;
+  const admin = async (sql: string) => {
+    const client = new pg.Client({ connectionString: baseUrl });
+    await client.connect();
+    try {
+      await client.query(sql);
+    } finally {
+      await client.end();
+    }
+  };
+  await admin(`create database ${name}`);
+  const url = new URL(baseUrl);
+  url.pathname = `/${name}`;
+  return { url: url.toString(), drop: () => admin(`drop database if exists ${name} with (force)`) };
 }
 
 await main();

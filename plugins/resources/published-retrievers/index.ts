@@ -126,7 +126,11 @@ export default defineResource({
   services: (container, services) => {
     const sealer = new KeySealer(services.get(BlobSigningSecret));
     container.bind(Sealer).toConstantValue(sealer);
-    const store = new PublishedStore(services.get(DatabaseHandle).db, sealer);
+    const database = services.get(DatabaseHandle);
+    const store = new PublishedStore(database.db, sealer, {
+      onlyWriter: database.kind === 'pglite',
+      retrieverExists: async (row) => (await services.get(RetrieverExecutor).find(row.organization_id, row.namespace_id, row.retriever_id)) !== null,
+    });
     container.bind(Store).toConstantValue(store);
     container.bind(PublishedRetrievers).toConstantValue(store);
     const schemas = (services.get(ApiDocument).components as { schemas: Record<string, Record<string, unknown>> }).schemas;

@@ -1,9 +1,12 @@
 /**
- * Publication rows. Every public request reads its row from the database (no cache), so an unpublish or a
- * change answers at once in every API process. `PublishedStore` is also the kernel's
+ * Publication rows. With a shared database (PostgreSQL, several API processes) every public request reads its
+ * row from the database, so an unpublish or a change answers at once in every process. When this process is
+ * the database's only writer (the embedded default) rows are kept in memory and every write here forgets them
+ * before it answers (kernel/db/local-read-cache.ts). `PublishedStore` is also the kernel's
  * `PublishedRetrieverDirectory`.
  */
 import type { Knex } from 'knex';
+import { deepFreeze, LocalReadCache } from '../../../kernel/db/local-read-cache.js';
 import type {
   DisplayConfig,
   PublishedRateLimits,
@@ -63,13 +66,39 @@ export function recordOf(row: PublicationRow): PublishedRetrieverRecord {
 }
 
 export class PublishedStore implements PublishedRetrieverDirectory {
+  /** Rows by public name, while this process is the only writer. */
+  private readonly rows: LocalReadCache<PublicationRow>;
+
   constructor(
     private readonly db: Knex,
     private readonly sealer: KeySealer,
-  ) {}
+    options: {
+      onlyWriter: boolean;
+      /** Whether the publication's retriever still exists (read in memory where rows are kept). */
+      retrieverExists?: (row: PublicationRow) => Promise<boolean>;
+    } = { onlyWriter: false },
+  ) {
+    this.rows = new LocalReadCache({ enabled: options.onlyWriter, maxEntries: 10_000 });
+    this.retrieverExists = options.retrieverExists;
+  }
 
-  row(publicName: string): Promise<PublicationRow | undefined> {
-    return this.db<PublicationRow>('published_retrievers').where({ public_name: publicName }).first();
+  private readonly retrieverExists: ((row: PublicationRow) => Promise<boolean>) | undefined;
+
+  /**
+   * The row at this public name. A row kept in memory is checked against its retriever: deleting a retriever
+   * deletes its publication in the database (foreign key), behind this store's back.
+   */
+  async row(publicName: string): Promise<PublicationRow | undefined> {
+    const load = async () => {
+      const found = await this.db<PublicationRow>('published_retrievers').where({ public_name: publicName }).first();
+      return found ? deepFreeze(found) : undefined;
+    };
+    const row = await this.rows.read(publicName, load);
+    if (row && this.rows.enabled && this.retrieverExists && !(await this.retrieverExists(row))) {
+      this.rows.forgetAll();
+      return load();
+    }
+    return row;
   }
 
   rowOf(organizationId: string, retrieverId: string): Promise<PublicationRow | undefined> {
@@ -81,15 +110,27 @@ export class PublishedStore implements PublishedRetrieverDirectory {
   }
 
   async insert(row: PublicationRow): Promise<void> {
-    await this.db('published_retrievers').insert(toColumns(row));
+    try {
+      await this.db('published_retrievers').insert(toColumns(row));
+    } finally {
+      this.rows.forgetAll();
+    }
   }
 
   async update(publicationId: string, changes: Partial<PublicationRow>): Promise<void> {
-    await this.db('published_retrievers').where({ publication_id: publicationId }).update(toColumns(changes));
+    try {
+      await this.db('published_retrievers').where({ publication_id: publicationId }).update(toColumns(changes));
+    } finally {
+      this.rows.forgetAll();
+    }
   }
 
   async delete(publicationId: string): Promise<void> {
-    await this.db('published_retrievers').where({ publication_id: publicationId }).delete();
+    try {
+      await this.db('published_retrievers').where({ publication_id: publicationId }).delete();
+    } finally {
+      this.rows.forgetAll();
+    }
   }
 
   async listOrganization(organizationId: string, limit: number, offset: number): Promise<{ rows: PublicationRow[]; total: number }> {

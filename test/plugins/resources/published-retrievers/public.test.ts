@@ -254,6 +254,20 @@ describe('public retriever endpoints', () => {
     await f.api('DELETE', '/v1/retrievers/was-locked/publish');
   });
 
+  it('counts hours and days too: a per-day limit answers 429 with the day window', async () => {
+    await f.retriever('daily');
+    await f.api('POST', '/v1/retrievers/daily/publish', { public_name: 'daily-lamps', rate_limits: { tier: 'free', per_day: 1 } });
+    expect((await pub('POST', '/v1/public/retrievers/daily-lamps/execute', { inputs: { n: 0 } })).status).toBe(200);
+    const refused = await pub('POST', '/v1/public/retrievers/daily-lamps/execute', { inputs: { n: 0 } });
+    expect(refused.status).toBe(429);
+    expect(refused.body.error.details).toMatchObject({ limit: 1, window_seconds: 86400 });
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+    await f.api('PATCH', '/v1/retrievers/daily/publish', { rate_limits: { per_day: 1000, per_hour: 1 } });
+    const hourly = await pub('POST', '/v1/public/retrievers/daily-lamps/execute', { inputs: { n: 0 } });
+    expect(hourly.status).toBe(429);
+    expect(hourly.body.error.details).toMatchObject({ limit: 1, window_seconds: 3600 });
+  });
+
   it('answers 429 past the per-address limit', async () => {
     await f.retriever('per-ip');
     await f.api('POST', '/v1/retrievers/per-ip/publish', { public_name: 'per-ip-lamps', rate_limits: { per_ip_per_minute: 1 } });
@@ -276,6 +290,15 @@ describe('public retriever endpoints', () => {
       expect(r.status, path).toBe(404);
     }
     expect((await pub('POST', '/v1/public/retrievers/hidden-lamps/execute', { inputs: { n: 0 } })).status).toBe(404);
+    // Deleting the retriever deletes its publication.
+    await f.retriever('deleted');
+    await f.api('POST', '/v1/retrievers/deleted/publish', { public_name: 'deleted-lamps' });
+    expect((await pub('GET', '/v1/marketplace/catalog/deleted-lamps/config', undefined, {}, true)).status).toBe(200);
+    expect((await f.api('DELETE', '/v1/retrievers/deleted')).status).toBe(200);
+    for (const path of ['execute', 'config', 'template']) {
+      const r = await pub(path === 'execute' ? 'POST' : 'GET', `/v1/public/retrievers/deleted-lamps/${path}`, path === 'execute' ? { inputs: { n: 0 } } : undefined);
+      expect(r.status, path).toBe(404);
+    }
   });
 
   it('LEAK: no public response shows a secret, an internal id or an unexposed field', () => {
