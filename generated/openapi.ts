@@ -1450,8 +1450,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The organization's published retrievers, in every namespace, newest first.
-         * @description Offset pagination with `limit` and `offset`. Needs the `read` permission.
+         * The organization's published retrievers, newest first (every namespace, or the `X-Namespace` one).
+         * @description Offset pagination with `limit` and `offset`. With `X-Namespace`, only that namespace's publications. A key with scopes sees only the publications of retrievers its scopes let it read (name-scoped keys send `X-Namespace`). Needs the `read` permission.
          */
         get: operations["listPublishedRetrievers"];
         put?: never;
@@ -6616,7 +6616,10 @@ export interface operations {
                 limit?: components["parameters"]["Limit"];
                 offset?: components["parameters"]["Offset"];
             };
-            header?: never;
+            header?: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace"?: components["parameters"]["OptionalNamespaceHeader"];
+            };
             path?: never;
             cookie?: never;
         };

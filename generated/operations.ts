@@ -915,7 +915,7 @@ export const operationTable = {
       "resource_type": "retriever",
       "operation": "read_data"
     },
-    "namespaceHeader": null,
+    "namespaceHeader": "optional",
     "body": null,
     "credits": 0
   },

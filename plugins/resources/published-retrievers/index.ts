@@ -17,6 +17,7 @@ import { defineResource } from '../../../kernel/plugins.js';
 import type { ExecutionObserver } from '../../../kernel/retrieval/engine.js';
 import type { PaginationRequest } from '../../../kernel/retrieval/pagination.js';
 import { HOUR_MS, MINUTE_MS } from '../../../kernel/auth/rate-limiter.js';
+import { scopesAllow } from '../../../kernel/auth/scopes.js';
 import {
   ApiDocument,
   BlobSigningSecret,
@@ -24,6 +25,7 @@ import {
   Config,
   DatabaseHandle,
   KeyStore,
+  NamespaceResolver,
   PublishedRetrievers,
   RateLimiter,
   RetrieverExecutor,
@@ -159,9 +161,29 @@ export default defineResource({
     listPublishedRetrievers: async ({ query, ctx, services }) => {
       const limit = query.limit ?? 100;
       const offset = query.offset ?? 0;
-      const { rows, total } = await services.get(Store).listOrganization(callerOf(ctx).organizationId, limit, offset);
+      const auth = callerOf(ctx);
+      const store = services.get(Store);
+      const namespaceId = ctx.namespace?.id;
+      let page: { rows: PublicationRow[]; total: number };
+      if (auth.scopes.length === 0) page = await store.listOrganization(auth.organizationId, limit, offset, namespaceId);
+      else {
+        // A scoped key sees only the publications of retrievers its scopes let it read (an organization has few).
+        const all = await store.listOrganization(auth.organizationId, 100_000, 0, namespaceId);
+        const namespaces = services.get(NamespaceResolver);
+        const visible: PublicationRow[] = [];
+        for (const row of all.rows) {
+          const namespace = await namespaces.resolve(auth.organizationId, row.namespace_id);
+          const retriever = namespace && (await services.get(RetrieverExecutor).find(auth.organizationId, namespace.id, row.retriever_id));
+          // Scopes name a retriever by id or by name.
+          const allowed = !!namespace && !!retriever && scopesAllow(auth.scopes, {
+            organizationId: auth.organizationId, resource: { type: 'retriever', identifiers: [row.retriever_id, retriever.retrieverName] }, namespace, operation: 'read_data',
+          });
+          if (allowed) visible.push(row);
+        }
+        page = { rows: visible.slice(offset, offset + limit), total: visible.length };
+      }
       const sealer = services.get(Sealer);
-      return { status: 200, body: { results: rows.map((r) => toPublished(r, sealer)), total, limit, offset, has_next: offset + rows.length < total } };
+      return { status: 200, body: { results: page.rows.map((r) => toPublished(r, sealer)), total: page.total, limit, offset, has_next: offset + page.rows.length < page.total } };
     },
 
     // ----------------------------------------------------------------------------------------------- public

@@ -133,8 +133,9 @@ export class PublishedStore implements PublishedRetrieverDirectory {
     }
   }
 
-  async listOrganization(organizationId: string, limit: number, offset: number): Promise<{ rows: PublicationRow[]; total: number }> {
+  async listOrganization(organizationId: string, limit: number, offset: number, namespaceId?: string): Promise<{ rows: PublicationRow[]; total: number }> {
     const q = this.db<PublicationRow>('published_retrievers').where({ organization_id: organizationId });
+    if (namespaceId !== undefined) q.where({ namespace_id: namespaceId });
     const [counted] = (await q.clone().count({ count: '*' })) as Array<{ count: string | number }>;
     const rows = await q.orderBy([{ column: 'created_at', order: 'desc' }, { column: 'publication_id', order: 'desc' }]).limit(limit).offset(offset);
     return { rows, total: Number(counted?.count ?? 0) };

@@ -93,6 +93,17 @@ describe('publishing a retriever', () => {
     const list = await f.t.request('GET', '/v1/published-retrievers?limit=1', { key: f.t.adminKey });
     expect(list.status, list.text).toBe(200);
     expect(list.body).toMatchObject({ total: 2, limit: 1, offset: 0, has_next: true });
+    // A key scoped to one retriever lists only that retriever's publication.
+    const me = f.t.adminEmail;
+    const scoped = await f.t.request('POST', `/v1/organizations/users/${me}/api-keys`, {
+      key: f.t.adminKey, body: { name: 'only-lamps', permissions: ['read'], scopes: [{ resource_type: 'retriever', resource_id: 'storefront/lamp*' }] },
+    });
+    expect(scoped.status, scoped.text).toBe(201);
+    expect((await f.t.request('GET', '/v1/published-retrievers', { key: scoped.body.key })).status).toBe(403);
+    const narrow = await f.t.request('GET', '/v1/published-retrievers', { key: scoped.body.key, headers: { 'X-Namespace': 'storefront' } });
+    expect(narrow.status, narrow.text).toBe(200);
+    expect(narrow.body.results.map((r: { public_name: string }) => r.public_name)).toEqual(['lamp-shop']);
+    expect(narrow.body.total).toBe(1);
     const gone = await f.api('DELETE', '/v1/retrievers/other/publish');
     expect(gone.body).toEqual({ retriever_id: expect.any(String), public_name: 'other-shop', unpublished: true });
     expect((await f.api('GET', '/v1/retrievers/other/publish')).status).toBe(404);
