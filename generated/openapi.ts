@@ -771,6 +771,49 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/marketplace/catalog": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Published retrievers listed in the marketplace, newest first.
+         * @description The active publications whose owner listed them in the marketplace (`marketplace_listed`), paginated (`page` 1 to 500, `page_size` 1 to 100, default 20), optionally filtered by `search`, a case-insensitive regular expression (RE2 syntax, at most 200 characters) over titles and descriptions. Each listing shows what a subscriber needs (public name, title, description, logo, exposed fields, whether a password guards it and where to execute it), never an internal id, a key, the organization or the configuration. Public: no key is needed.
+         */
+        get: operations["listMarketplaceCatalog"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/marketplace/catalog/{public_name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The name a retriever is published under. */
+                public_name: components["parameters"]["PublicName"];
+            };
+            cookie?: never;
+        };
+        /**
+         * One marketplace listing, by public name.
+         * @description The listing of an active, marketplace-listed publication; anything else (unknown, unpublished, inactive or not listed) is a 404. Public: no key is needed.
+         */
+        get: operations["getMarketplaceListing"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/marketplace/catalog/{public_name}/config": {
         parameters: {
             query?: never;
@@ -789,6 +832,72 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/marketplace/catalog/{public_name}/subscribe": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The name a retriever is published under. */
+                public_name: components["parameters"]["PublicName"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Subscribe the organization to a marketplace retriever; its `sk_marketplace_` key is shown once.
+         * @description Subscribes the calling key's organization to another organization's marketplace-listed retriever and returns the subscription with its one-time `sk_marketplace_` key. The key executes that retriever only: in `X-Public-API-Key` on `POST /v1/public/retrievers/{public_name}/execute`, or alone on `POST /v1/public/retrievers/execute`; it needs no password, works only while the retriever is published and listed, and is refused (403) on every authenticated route, so it reaches nothing of the subscriber's own organization nor anything else of the publisher's. A name that is not an active listed publication is a 404; the organization's own retriever a 409 (make a `ret_sk_` key instead); an active subscription to it already a 409. Needs the `admin` permission (it mints a credential).
+         */
+        post: operations["subscribeToMarketplaceRetriever"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/marketplace/subscriptions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The organization's marketplace subscriptions (never their keys).
+         * @description The calling key's organization's subscriptions, newest first; cancelled ones only with `include_cancelled=true`. `available` tells whether the retriever is still published and listed (its key works only then). Needs the `read` permission.
+         */
+        get: operations["listMarketplaceSubscriptions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/marketplace/subscriptions/{subscription_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The subscription's `msub_` id. */
+                subscription_id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Cancel a subscription; its `sk_marketplace_` key stops working at once.
+         * @description Cancels the subscription and revokes its key in the same transaction (every API process stops honouring it at once). An unknown or already cancelled subscription is a 404. Needs the `admin` permission.
+         */
+        delete: operations["unsubscribeFromMarketplaceRetriever"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1212,7 +1321,7 @@ export interface paths {
         put?: never;
         /**
          * Search a published retriever.
-         * @description Runs the published retriever with `inputs` (and `pagination`, `settings.limit`, `stream`, as the private execute takes them) and answers `execution_id`, `status`, `documents`, `pagination` and `error`. Each document holds only `document_id`, `score` and the fields named by the display config's `exposed_fields` (in `payload`); ids of collections, objects, namespaces and organizations, vectors and stage statistics are stripped. `return_presigned_urls` (default true) gives exposed stored blobs a fresh `url`. `X-Public-API-Key` may be absent or the publication's `prk_` key (deprecated); any other key is a 401. A password-protected retriever needs `X-Retriever-Password` (or its `prk_` key, which a correct verify returns): without it a 401, wrong a 403. Per-retriever limits (minute, hour, day) and per-address limits answer 429 with `Retry-After`. `stream: true` or `Accept: text/event-stream` answers Server-Sent Events (`stage_start`, `stage_complete` without stage names, then `execution_complete` with the filtered documents, or `execution_error`; closed by `data: [DONE]`). The execution is recorded in the owner's retriever history. Public: no key is needed.
+         * @description Runs the published retriever with `inputs` (and `pagination`, `settings.limit`, `stream`, as the private execute takes them) and answers `execution_id`, `status`, `documents`, `pagination` and `error`. Each document holds only `document_id`, `score` and the fields named by the display config's `exposed_fields` (in `payload`); ids of collections, objects, namespaces and organizations, vectors and stage statistics are stripped. `return_presigned_urls` (default true) gives exposed stored blobs a fresh `url`. `X-Public-API-Key` may be absent, the publication's `prk_` key (deprecated), a `ret_sk_` key its owner made for this retriever, or a `sk_marketplace_` key of a subscription to it (while it is listed in the marketplace); any other key is a 401, a key of another retriever a 403, an expired one a 401, and a request whose `Origin` is not among a key's `allowed_origins` a 403 (no `Origin`: not a browser, not affected). A password-protected retriever needs `X-Retriever-Password` (or its `prk_` key, which a correct verify returns, or a `ret_sk_`/`sk_marketplace_` key, which its owner issued): without it a 401, wrong a 403. Per-retriever limits (minute, hour, day) and per-address limits answer 429 with `Retry-After`. `stream: true` or `Accept: text/event-stream` answers Server-Sent Events (`stage_start`, `stage_complete` without stage names, then `execution_complete` with the filtered documents, or `execution_error`; closed by `data: [DONE]`). The execution is recorded in the owner's retriever history. Public: no key is needed.
          */
         post: operations["executePublicRetriever"];
         delete?: never;
@@ -1313,6 +1422,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/public/retrievers/execute": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Search the published retriever a `ret_sk_` (or `sk_marketplace_`) key names.
+         * @description The same as `POST /v1/public/retrievers/{public_name}/execute`, for the one retriever the key in `X-Public-API-Key` (or `Authorization: Bearer`) is bound to, so a page needs only its key. The key must be a `ret_sk_` retriever key or a `sk_marketplace_` marketplace key (none or a `prk_` key: 401, use the named execute), valid (unknown, revoked or expired: 401), sent from one of its `allowed_origins` when the request has an `Origin` (else 403); the retriever must be published and active (else 404) and, for a marketplace key, listed in the marketplace (else 403). The publication's rate limits apply. Public: the key is the credential, no organization key is needed.
+         */
+        post: operations["executePublicRetrieverByKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/published-retrievers": {
         parameters: {
             query?: never;
@@ -1389,6 +1518,64 @@ export interface paths {
          * @description Only `retriever_name`, `description`, `tags` (replacing the existing ones) and `display_config` change; the pipeline itself (stages, collections, input schema, budget limits) is immutable - clone the retriever to change it (any other field is a 422). A body without any field is a 400. `version` goes up by one. Needs the `write` permission.
          */
         patch: operations["updateRetriever"];
+        trace?: never;
+    };
+    "/v1/retrievers/{retriever_id}/api-keys": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The retriever's `ret_sk_` keys (never their secrets).
+         * @description Lists the retriever's keys, oldest first, without their secrets; revoked keys only with `include_revoked=true`. Only the retriever's owner may call (see create). Needs the `write` permission.
+         */
+        get: operations["listRetrieverApiKeys"];
+        put?: never;
+        /**
+         * Make a `ret_sk_` key that executes only this retriever, while it is published. The `key` is shown once.
+         * @description Creates a retriever-scoped `ret_sk_` key for a web page or widget. Its permission (`read`) and scope (this retriever, `execute_retriever`) are fixed; it works only on the public execute endpoints (`X-Public-API-Key` on `POST /v1/public/retrievers/{public_name}/execute`, or alone on `POST /v1/public/retrievers/execute`) and only while the retriever is published; every other route refuses it with a 403. Browser requests carrying an `Origin` header must come from one of `allowed_origins` (none: any origin); requests without `Origin` are not browser requests and are not affected. After `expires_at` the key answers 401. Only the retriever's owner may call: the user whose key created it (its `created_by`); when that user has left the organization, an `admin` key of the organization may act for them. Needs the `write` permission; a name another active key of this retriever has is a 409, an `expires_at` not in the future a 400.
+         */
+        post: operations["createRetrieverApiKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/retrievers/{retriever_id}/api-keys/{key_id}": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The key's `key_` id (from create or list). */
+                key_id: string;
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke one of the retriever's `ret_sk_` keys; it stops working at once, in every API process.
+         * @description Revokes the key (an expired one too). A key that is not one of this retriever's, or is already revoked, is a 404. Only the retriever's owner may call (see create). Needs the `write` permission.
+         */
+        delete: operations["revokeRetrieverApiKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/v1/retrievers/{retriever_id}/clone": {
@@ -2520,7 +2707,7 @@ export interface components {
         /** @enum {string} */
         KeyStatus: "active" | "revoked" | "expired";
         /** @enum {string} */
-        KeyType: "standard" | "user" | "retriever" | "session";
+        KeyType: "standard" | "user" | "retriever" | "marketplace" | "session";
         KeyUsageAttribution: {
             by_day: components["schemas"]["DailyUsage"][];
             /** @description Requests per status class (`2xx`, `4xx`, ...). */
@@ -2538,6 +2725,69 @@ export interface components {
             total_credits: number;
             total_requests: number;
             user_email: string;
+        };
+        MarketplaceCatalog: {
+            page: number;
+            page_size: number;
+            results: components["schemas"]["MarketplaceListing"][];
+            total_count: number;
+            total_pages: number;
+        };
+        MarketplaceListing: {
+            config_url: string;
+            description: string | null;
+            execute_url: string;
+            /** @description The result fields executions return. */
+            exposed_fields: string[];
+            logo_url: string | null;
+            page_url: string;
+            /** @description Anonymous visitors need the password; a subscription key does not. */
+            password_protected: boolean;
+            public_name: string;
+            /** Format: date-time */
+            published_at: string;
+            subscribe_url: string;
+            template_type: string | null;
+            title: string;
+        };
+        MarketplaceSubscribeRequest: {
+            /**
+             * @description Origins browser requests with the key may come from; empty allows any origin.
+             * @default []
+             */
+            allowed_origins?: components["schemas"]["OriginPattern"][];
+        };
+        MarketplaceSubscription: {
+            allowed_origins: string[];
+            /** @description Whether the retriever is published and listed now (the key works only then). */
+            available: boolean;
+            /** Format: date-time */
+            cancelled_at: string | null;
+            cancelled_by: string | null;
+            /** Format: date-time */
+            created_at: string;
+            created_by: string;
+            key_id: string;
+            /** @description First 10 characters of the key followed by `...`. */
+            key_prefix: string;
+            /** @description The key's own status (revoked when the subscription is cancelled or the user who made it is removed). */
+            key_status: components["schemas"]["KeyStatus"];
+            /** @enum {string} */
+            key_type: "marketplace";
+            /** @description The retriever's current public name (the one subscribed to, once unpublished). */
+            public_name: string;
+            /** @enum {string} */
+            status: "active" | "cancelled";
+            subscription_id: string;
+            title: string;
+        };
+        MarketplaceSubscriptionList: {
+            results: components["schemas"]["MarketplaceSubscription"][];
+            total: number;
+        };
+        MarketplaceSubscriptionWithKey: components["schemas"]["MarketplaceSubscription"] & {
+            /** @description The plaintext `sk_marketplace_` secret. Shown only once. */
+            key: string;
         };
         MeResponse: {
             capabilities: {
@@ -2936,6 +3186,54 @@ export interface components {
         };
         /** @enum {string} */
         ResourceType: "organization" | "user" | "api_key" | "namespace" | "collection" | "bucket" | "retriever" | "cluster" | "taxonomy" | "storage_connection" | "alert" | "annotation" | "secret" | "webhook";
+        RetrieverApiKey: {
+            allowed_origins: string[];
+            /** Format: date-time */
+            created_at: string;
+            created_by: string;
+            /** Format: date-time */
+            expires_at: string | null;
+            key_id: string;
+            /** @description First 10 characters of the key followed by `...`. */
+            key_prefix: string;
+            /** @enum {string} */
+            key_type: "retriever";
+            /** Format: date-time */
+            last_used_at: string | null;
+            name: string;
+            /** @description Fixed at creation. */
+            permissions: components["schemas"]["Permission"][];
+            /** @description The one retriever the key executes. */
+            retriever_id: string;
+            /** Format: date-time */
+            revoked_at: string | null;
+            revoked_by: string | null;
+            /** @description Fixed at creation; this retriever, `execute_retriever` only. */
+            scopes: components["schemas"]["ResourceScope"][];
+            status: components["schemas"]["KeyStatus"];
+        };
+        RetrieverApiKeyCreateRequest: {
+            /**
+             * @description Origins browser requests may come from; empty allows any origin.
+             * @default []
+             */
+            allowed_origins?: components["schemas"]["OriginPattern"][];
+            /**
+             * Format: date-time
+             * @description When the key stops working (401 after). Null or absent: it never expires.
+             */
+            expires_at?: string | null;
+            /** @description Unique among the retriever's active keys. */
+            name: string;
+        };
+        RetrieverApiKeyList: {
+            results: components["schemas"]["RetrieverApiKey"][];
+            total: number;
+        };
+        RetrieverApiKeyWithSecret: components["schemas"]["RetrieverApiKey"] & {
+            /** @description The plaintext `ret_sk_` secret. Shown only once. */
+            key: string;
+        };
         RetrieverBudgetLimits: {
             max_credits?: number;
             max_execution_time_ms?: number;
@@ -3669,7 +3967,7 @@ export interface components {
         OptionalNamespaceHeader: string;
         /** @description An end user's principal id, as a `usr_sk_` key's `principal_id` names it. */
         PrincipalId: string;
-        /** @description None, or the publication's `prk_` key (deprecated). */
+        /** @description None, or the publication's `prk_` key (deprecated), or a `ret_sk_` retriever key or `sk_marketplace_` marketplace key bound to this retriever. */
         PublicApiKeyHeader: string;
         /** @description The name a retriever is published under. */
         PublicName: string;
@@ -5184,6 +5482,59 @@ export interface operations {
             };
         };
     };
+    listMarketplaceCatalog: {
+        parameters: {
+            query?: {
+                page?: number;
+                page_size?: number;
+                search?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of the catalog. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MarketplaceCatalog"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    getMarketplaceListing: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The name a retriever is published under. */
+                public_name: components["parameters"]["PublicName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The listing. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MarketplaceListing"];
+                };
+            };
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
     getMarketplaceCatalogConfig: {
         parameters: {
             query?: never;
@@ -5206,6 +5557,93 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    subscribeToMarketplaceRetriever: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The name a retriever is published under. */
+                public_name: components["parameters"]["PublicName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["MarketplaceSubscribeRequest"];
+            };
+        };
+        responses: {
+            /** @description The subscription and its one-time key. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MarketplaceSubscriptionWithKey"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    listMarketplaceSubscriptions: {
+        parameters: {
+            query?: {
+                include_cancelled?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The subscriptions. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MarketplaceSubscriptionList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    unsubscribeFromMarketplaceRetriever: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The subscription's `msub_` id. */
+                subscription_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The cancelled subscription. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MarketplaceSubscription"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["ValidationFailed"];
             429: components["responses"]["RateLimited"];
@@ -5962,7 +6400,7 @@ export interface operations {
                 return_presigned_urls?: boolean;
             };
             header?: {
-                /** @description None, or the publication's `prk_` key (deprecated). */
+                /** @description None, or the publication's `prk_` key (deprecated), or a `ret_sk_` retriever key or `sk_marketplace_` marketplace key bound to this retriever. */
                 "X-Public-API-Key"?: components["parameters"]["PublicApiKeyHeader"];
                 /** @description The password of a password-protected published retriever. */
                 "X-Retriever-Password"?: components["parameters"]["RetrieverPasswordHeader"];
@@ -6002,7 +6440,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description None, or the publication's `prk_` key (deprecated). */
+                /** @description None, or the publication's `prk_` key (deprecated), or a `ret_sk_` retriever key or `sk_marketplace_` marketplace key bound to this retriever. */
                 "X-Public-API-Key"?: components["parameters"]["PublicApiKeyHeader"];
                 /** @description The visitor's session, recorded with each interaction. */
                 "X-Session-ID"?: components["parameters"]["SessionIdHeader"];
@@ -6030,6 +6468,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["ValidationFailed"];
             429: components["responses"]["RateLimited"];
@@ -6039,7 +6478,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description None, or the publication's `prk_` key (deprecated). */
+                /** @description None, or the publication's `prk_` key (deprecated), or a `ret_sk_` retriever key or `sk_marketplace_` marketplace key bound to this retriever. */
                 "X-Public-API-Key"?: components["parameters"]["PublicApiKeyHeader"];
                 /** @description The visitor's session, recorded with each interaction. */
                 "X-Session-ID"?: components["parameters"]["SessionIdHeader"];
@@ -6067,6 +6506,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["ValidationFailed"];
             429: components["responses"]["RateLimited"];
@@ -6076,7 +6516,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description None, or the publication's `prk_` key (deprecated). */
+                /** @description None, or the publication's `prk_` key (deprecated), or a `ret_sk_` retriever key or `sk_marketplace_` marketplace key bound to this retriever. */
                 "X-Public-API-Key"?: components["parameters"]["PublicApiKeyHeader"];
                 /** @description The password of a password-protected published retriever. */
                 "X-Retriever-Password"?: components["parameters"]["RetrieverPasswordHeader"];
@@ -6133,6 +6573,45 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    executePublicRetrieverByKey: {
+        parameters: {
+            query?: {
+                return_presigned_urls?: boolean;
+            };
+            header?: {
+                /** @description None, or the publication's `prk_` key (deprecated), or a `ret_sk_` retriever key or `sk_marketplace_` marketplace key bound to this retriever. */
+                "X-Public-API-Key"?: components["parameters"]["PublicApiKeyHeader"];
+                /** @description The password of a password-protected published retriever. */
+                "X-Retriever-Password"?: components["parameters"]["RetrieverPasswordHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PublicRetrieverExecuteRequest"];
+            };
+        };
+        responses: {
+            /** @description The execution result, limited to the exposed fields. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublicExecutionResult"];
+                    "text/event-stream": components["schemas"]["PublicExecutionEventStream"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             422: components["responses"]["ValidationFailed"];
             429: components["responses"]["RateLimited"];
         };
@@ -6336,6 +6815,109 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    listRetrieverApiKeys: {
+        parameters: {
+            query?: {
+                include_revoked?: boolean;
+            };
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The retriever's keys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrieverApiKeyList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    createRetrieverApiKey: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RetrieverApiKeyCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description The key's metadata and its one-time plaintext `key`. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrieverApiKeyWithSecret"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    revokeRetrieverApiKey: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The key's `key_` id (from create or list). */
+                key_id: string;
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The revoked key. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrieverApiKey"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             422: components["responses"]["ValidationFailed"];
             429: components["responses"]["RateLimited"];
         };

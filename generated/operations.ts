@@ -183,6 +183,20 @@ export const operationTable = {
     "body": "json",
     "credits": 0
   },
+  "createRetrieverApiKey": {
+    "method": "post",
+    "path": "/v1/retrievers/{retriever_id}/api-keys",
+    "permission": "write",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "id_from": "path.retriever_id",
+      "operation": "manage_permissions"
+    },
+    "namespaceHeader": "required",
+    "body": "json",
+    "credits": 0
+  },
   "createUpload": {
     "method": "post",
     "path": "/v1/buckets/{bucket_identifier}/uploads",
@@ -360,6 +374,16 @@ export const operationTable = {
     "body": "json",
     "credits": 0
   },
+  "executePublicRetrieverByKey": {
+    "method": "post",
+    "path": "/v1/public/retrievers/execute",
+    "permission": "none",
+    "public": true,
+    "scope": null,
+    "namespaceHeader": null,
+    "body": "json",
+    "credits": 0
+  },
   "executeRetriever": {
     "method": "post",
     "path": "/v1/retrievers/{retriever_id}/execute",
@@ -526,6 +550,16 @@ export const operationTable = {
   "getMarketplaceCatalogConfig": {
     "method": "get",
     "path": "/v1/marketplace/catalog/{public_name}/config",
+    "permission": "none",
+    "public": true,
+    "scope": null,
+    "namespaceHeader": null,
+    "body": null,
+    "credits": 0
+  },
+  "getMarketplaceListing": {
+    "method": "get",
+    "path": "/v1/marketplace/catalog/{public_name}",
     "permission": "none",
     "public": true,
     "scope": null,
@@ -812,6 +846,29 @@ export const operationTable = {
     "body": null,
     "credits": 0
   },
+  "listMarketplaceCatalog": {
+    "method": "get",
+    "path": "/v1/marketplace/catalog",
+    "permission": "none",
+    "public": true,
+    "scope": null,
+    "namespaceHeader": null,
+    "body": null,
+    "credits": 0
+  },
+  "listMarketplaceSubscriptions": {
+    "method": "get",
+    "path": "/v1/marketplace/subscriptions",
+    "permission": "read",
+    "public": false,
+    "scope": {
+      "resource_type": "api_key",
+      "operation": "manage_permissions"
+    },
+    "namespaceHeader": null,
+    "body": null,
+    "credits": 0
+  },
   "listNamespaces": {
     "method": "get",
     "path": "/v1/namespaces",
@@ -859,6 +916,20 @@ export const operationTable = {
       "operation": "read_data"
     },
     "namespaceHeader": "optional",
+    "body": null,
+    "credits": 0
+  },
+  "listRetrieverApiKeys": {
+    "method": "get",
+    "path": "/v1/retrievers/{retriever_id}/api-keys",
+    "permission": "write",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "id_from": "path.retriever_id",
+      "operation": "manage_permissions"
+    },
+    "namespaceHeader": "required",
     "body": null,
     "credits": 0
   },
@@ -1026,6 +1097,20 @@ export const operationTable = {
     "body": null,
     "credits": 0
   },
+  "revokeRetrieverApiKey": {
+    "method": "delete",
+    "path": "/v1/retrievers/{retriever_id}/api-keys/{key_id}",
+    "permission": "write",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "id_from": "path.retriever_id",
+      "operation": "manage_permissions"
+    },
+    "namespaceHeader": "required",
+    "body": null,
+    "credits": 0
+  },
   "rotateApiKey": {
     "method": "post",
     "path": "/v1/organizations/users/{user_email}/api-keys/{key_name}/rotate",
@@ -1082,6 +1167,19 @@ export const operationTable = {
     "body": null,
     "credits": 0
   },
+  "subscribeToMarketplaceRetriever": {
+    "method": "post",
+    "path": "/v1/marketplace/catalog/{public_name}/subscribe",
+    "permission": "admin",
+    "public": false,
+    "scope": {
+      "resource_type": "api_key",
+      "operation": "manage_permissions"
+    },
+    "namespaceHeader": null,
+    "body": "json",
+    "credits": 0
+  },
   "unpublishRetriever": {
     "method": "delete",
     "path": "/v1/retrievers/{retriever_id}/publish",
@@ -1093,6 +1191,19 @@ export const operationTable = {
       "operation": "create_retriever"
     },
     "namespaceHeader": "required",
+    "body": null,
+    "credits": 0
+  },
+  "unsubscribeFromMarketplaceRetriever": {
+    "method": "delete",
+    "path": "/v1/marketplace/subscriptions/{subscription_id}",
+    "permission": "admin",
+    "public": false,
+    "scope": {
+      "resource_type": "api_key",
+      "operation": "manage_permissions"
+    },
+    "namespaceHeader": null,
     "body": null,
     "credits": 0
   },

@@ -23,6 +23,7 @@ import usage from './resources/usage/index.js';
 import users from './resources/users/index.js';
 import retrievers from './resources/retrievers/index.js';
 import publishedRetrievers from './resources/published-retrievers/index.js';
+import marketplace from './resources/marketplace/index.js';
 import aggregate from './stages/aggregate/index.js';
 import attributeFilter from './stages/attribute_filter/index.js';
 import deduplicate from './stages/deduplicate/index.js';
@@ -54,6 +55,7 @@ export default [
   batches,
   retrievers,
   publishedRetrievers,
+  marketplace,
   attributeFilter,
   featureSearch,
   sortAttribute,

@@ -7,7 +7,8 @@
  */
 import { AuthenticationError, NotAllowedError, RateLimitError } from '../errors.js';
 import type { Clock } from '../clock.js';
-import { isAcceptableOperatorKey, type KeyType } from './keys.js';
+import { isAcceptableOperatorKey, isBoundKeyType, type KeyType } from './keys.js';
+import { boundKeyRefusal } from './bound-keys.js';
 import { keyStatus, type KeyRecord, type KeyStore } from './key-store.js';
 import type { RateLimiter } from './rate-limiter.js';
 import { originAllowed } from './origins.js';
@@ -105,6 +106,7 @@ export class Authenticator {
     if (request.origin !== undefined && !originAllowed(key.allowed_origins, request.origin)) {
       throw new NotAllowedError(`Origin ${request.origin} is not allowed for this API key`, { origin: request.origin });
     }
+    if (isBoundKeyType(key.key_type)) throw boundKeyRefusal(key.key_type);
     return authContextOf(key, this.planLimitPerMinute);
   }
 

@@ -32,6 +32,10 @@ export interface KeyRecord {
   principal_id: string | null;
   allowed_origins: string[];
   status: StoredKeyStatus;
+  /** Set for `ret_sk_` and `sk_marketplace_` keys: the one retriever they may execute (kernel/auth/keys.ts). */
+  bound_retriever_id: string | null;
+  /** The organization of that retriever (another one's for `sk_marketplace_` keys). */
+  bound_organization_id: string | null;
   is_protected: boolean;
   last_used_at: Date | null;
   created_at: Date;
@@ -59,6 +63,8 @@ export interface NewKey {
   allowedOrigins: string[];
   isProtected: boolean;
   createdBy: string;
+  /** For `ret_sk_` and `sk_marketplace_` keys only. */
+  boundRetriever?: { organizationId: string; retrieverId: string } | null;
 }
 
 export type KeyChanges = Partial<
@@ -177,6 +183,8 @@ export class KeyStore {
       principal_id: key.principalId,
       allowed_origins: JSON.stringify(key.allowedOrigins),
       status: 'active',
+      bound_retriever_id: key.boundRetriever?.retrieverId ?? null,
+      bound_organization_id: key.boundRetriever?.organizationId ?? null,
       is_protected: key.isProtected,
       created_at: this.clock.now(),
       created_by: key.createdBy,
@@ -190,10 +198,14 @@ export class KeyStore {
       | undefined;
   }
 
-  /** The user's non-revoked key of that name (names are unique among those). */
+  /**
+   * The user's non-revoked key of that name (names are unique among those). Keys bound to a retriever are
+   * not the user's to manage by name: they are managed where they were made (the retriever, the subscription).
+   */
   async findByName(organizationId: string, userId: string, name: string, db: Knex = this.db): Promise<KeyRecord | undefined> {
     return (await this.selectKeys(db)
       .where({ 'k.organization_id': organizationId, 'k.user_id': userId, 'k.name': name, 'k.status': 'active' })
+      .whereNull('k.bound_retriever_id')
       .first()) as KeyRecord | undefined;
   }
 
@@ -201,9 +213,31 @@ export class KeyStore {
     const query = this.selectKeys(this.db)
       .where({ 'k.organization_id': organizationId, 'k.user_id': userId })
       .whereNot('k.key_type', 'session')
+      .whereNull('k.bound_retriever_id')
       .orderBy([{ column: 'k.created_at', order: 'asc' }, { column: 'k.key_id', order: 'asc' }]);
     if (!includeRevoked) query.whereNot('k.status', 'revoked');
     return (await query) as KeyRecord[];
+  }
+
+  /** The keys of one type bound to a retriever, made in this organization, oldest first. */
+  async listBound(organizationId: string, retrieverId: string, keyType: KeyType, includeRevoked: boolean): Promise<KeyRecord[]> {
+    const query = this.selectKeys(this.db)
+      .where({ 'k.organization_id': organizationId, 'k.bound_retriever_id': retrieverId, 'k.key_type': keyType })
+      .orderBy([{ column: 'k.created_at', order: 'asc' }, { column: 'k.key_id', order: 'asc' }]);
+    if (!includeRevoked) query.whereNot('k.status', 'revoked');
+    return (await query) as KeyRecord[];
+  }
+
+  /**
+   * Names of bound keys are unique per retriever among active keys: an expired one gives its name up the way
+   * retireExpiredName() does for a user's keys.
+   */
+  async retireExpiredBoundName(db: Knex, organizationId: string, retrieverId: string, name: string): Promise<void> {
+    const now = this.clock.now();
+    await db('api_keys')
+      .where({ organization_id: organizationId, bound_retriever_id: retrieverId, name, status: 'active' })
+      .where('expires_at', '<=', now)
+      .update({ status: 'expired', updated_at: now });
   }
 
   async listActiveIdsForUser(db: Knex, organizationId: string, userId: string): Promise<KeyRecord[]> {
@@ -219,6 +253,7 @@ export class KeyStore {
     const now = this.clock.now();
     await db('api_keys')
       .where({ organization_id: organizationId, user_id: userId, name, status: 'active' })
+      .whereNull('bound_retriever_id')
       .where('expires_at', '<=', now)
       .update({ status: 'expired', updated_at: now });
   }

@@ -86,4 +86,23 @@ export const authMigrations: Migration[] = [
       await db.raw('create index rate_limit_counters_window_end on rate_limit_counters (window_end)');
     },
   },
+  {
+    // ret_sk_ and sk_marketplace_ keys are bound to one retriever. Their names are unique per retriever (two
+    // retrievers may each have a "website" key), apart from the names of the user's own keys.
+    name: '0003_keys_bound_to_a_retriever',
+    async up(db) {
+      await db.schema.alterTable('api_keys', (t) => {
+        t.text('bound_retriever_id');
+        // The retriever's organization: the key's own for ret_sk_, the publisher's for sk_marketplace_.
+        t.text('bound_organization_id');
+      });
+      await db.raw('drop index api_keys_active_name');
+      await db.raw(
+        "create unique index api_keys_active_name on api_keys (organization_id, user_id, name) where status = 'active' and bound_retriever_id is null",
+      );
+      await db.raw(
+        "create unique index api_keys_bound_active_name on api_keys (organization_id, bound_retriever_id, name) where status = 'active' and bound_retriever_id is not null",
+      );
+    },
+  },
 ];

@@ -7,10 +7,11 @@
  * public request, so unpublishing stops the name answering at once in every API process.
  */
 import type { components } from '../../../generated/openapi.js';
-import { ConflictError, InputError, NotAllowedError, NotFoundError, RateLimitError } from '../../../kernel/errors.js';
+import { looksLikeBoundKey } from '../../../kernel/auth/bound-keys.js';
+import { AuthenticationError, ConflictError, InputError, NotAllowedError, NotFoundError, RateLimitError } from '../../../kernel/errors.js';
 import { UnsupportedPatternError, compileUserRegex } from '../../../kernel/filters/regex.js';
 import type { RequestContext } from '../../../kernel/http/context.js';
-import { callerOf } from '../../../kernel/http/handlers.js';
+import { callerOf, type HandlerInput } from '../../../kernel/http/handlers.js';
 import { iso } from '../../../kernel/http/values.js';
 import { defineResource } from '../../../kernel/plugins.js';
 import type { ExecutionObserver } from '../../../kernel/retrieval/engine.js';
@@ -23,6 +24,7 @@ import {
   Clock,
   Config,
   DatabaseHandle,
+  KeyStore,
   NamespaceResolver,
   PublishedRetrievers,
   RateLimiter,
@@ -31,7 +33,7 @@ import {
   type Services,
 } from '../../../kernel/tokens.js';
 import { publishedRetrieverMigrations } from './migrations.js';
-import { activePublication, authorizePublicCaller, checkPassword, visitorOf, type PublicAccess } from './public-callers.js';
+import { activePublication, actorOf, authorizePublicCaller, checkPassword, verifyPublicKey, visitorOf, type PublicAccess } from './public-callers.js';
 import { KeySealer } from './public-keys.js';
 import { streamPublicExecution } from './public-streaming.js';
 import { publicConfig, publicResult, publicSummary, publicTemplate } from './public-view.js';
@@ -78,7 +80,13 @@ function toPublished(row: PublicationRow, sealer: KeySealer): Schemas['Published
 }
 
 function accessOf(services: Services): PublicAccess {
-  return { store: services.get(Store), limiter: services.get(RateLimiter) };
+  return {
+    store: services.get(Store),
+    limiter: services.get(RateLimiter),
+    keys: services.get(KeyStore),
+    clock: services.get(Clock),
+    failedKeysPerMinute: services.get(Config).unauthenticatedRateLimitPerMinute,
+  };
 }
 
 function visitor(services: Services, req: Parameters<typeof visitorOf>[0]): string {
@@ -209,36 +217,19 @@ export default defineResource({
         },
       };
     },
-    executePublicRetriever: async ({ params, query, body, ctx, services, req, res }) => {
-      const row = await activePublication(services.get(Store), params.public_name);
-      const address = visitor(services, req);
-      await authorizePublicCaller(accessOf(services), {
-        row, apiKey: req.get('x-public-api-key'), password: req.get('x-retriever-password'), needsPassword: true, visitor: address,
-      });
-      await enforcePublicRateLimits(services.get(RateLimiter), recordOf(row), address);
-      const exposed = row.display_config.exposed_fields ?? [];
-      const pagination = paginationOf(body);
-      const run = async (streaming?: { observer: ExecutionObserver; signal: AbortSignal }) => {
-        try {
-          const { outcome } = await services.get(RetrieverExecutor).execute({
-            organizationId: row.organization_id, namespaceId: row.namespace_id, retrieverId: row.retriever_id,
-            inputs: body?.inputs ?? {},
-            ...(pagination ? { pagination } : {}),
-            presignUrls: body?.return_presigned_urls ?? query.return_presigned_urls ?? true,
-            actor: `public:${row.public_name}`,
-            ...streaming,
-            log: ctx.log,
-          });
-          return publicResult(outcome, exposed);
-        } catch (err) {
-          throw publicRunError(err, row);
-        }
-      };
-      const accept = req.get('accept');
-      if (body?.stream === true || (accept !== undefined && accept.includes('text/event-stream') && req.accepts(['application/json', 'text/event-stream']) === 'text/event-stream')) {
-        return streamPublicExecution(res, ctx.log, (observer, signal) => run({ observer, signal }));
+    executePublicRetriever: async (input) => {
+      const row = await activePublication(input.services.get(Store), input.params.public_name);
+      return executePublication(row, input.req.get('x-public-api-key'), input);
+    },
+    executePublicRetrieverByKey: async (input) => {
+      const { services, req } = input;
+      const apiKey = keyAloneOf(req);
+      const grant = await verifyPublicKey(accessOf(services), apiKey, req.get('origin'), visitor(services, req));
+      const row = await services.get(Store).rowOf(grant.retrieverOrganizationId, grant.retrieverId);
+      if (!row || !row.active) {
+        throw new NotFoundError('The retriever this key executes is not published now: ask its owner to publish it again');
       }
-      return { status: 200, body: await run() };
+      return executePublication(row, apiKey, input);
     },
     getPublicRetrieverConfig: async ({ params, services, req }) => {
       const row = await activePublication(services.get(Store), params.public_name);
@@ -275,7 +266,7 @@ export default defineResource({
       const row = await activePublication(services.get(Store), params.public_name);
       const address = visitor(services, req);
       await authorizePublicCaller(accessOf(services), {
-        row, apiKey: req.get('x-public-api-key'), password: req.get('x-retriever-password'), needsPassword: true, visitor: address,
+        row, apiKey: req.get('x-public-api-key'), password: req.get('x-retriever-password'), needsPassword: true, visitor: address, origin: req.get('origin'),
       });
       await limitVisitor(services, row, address, 'read', READS_PER_VISITOR_PER_HOUR, HOUR_MS);
       const retriever = await services.get(RetrieverExecutor).find(row.organization_id, row.namespace_id, row.retriever_id);
@@ -284,6 +275,58 @@ export default defineResource({
     },
   },
 });
+
+/**
+ * The key of `POST /v1/public/retrievers/execute`, which names the retriever: a `ret_sk_` or `sk_marketplace_`
+ * key in `X-Public-API-Key` (or, for servers, `Authorization: Bearer`).
+ */
+function keyAloneOf(req: Parameters<typeof visitorOf>[0]): string {
+  const bearer = /^Bearer[ ]+(\S+)\s*$/i.exec(req.get('authorization') ?? '')?.[1];
+  const apiKey = req.get('x-public-api-key') ?? bearer;
+  if (apiKey === undefined) {
+    throw new AuthenticationError('Send the ret_sk_ retriever key (or sk_marketplace_ key) in X-Public-API-Key: it names the retriever to execute');
+  }
+  if (!looksLikeBoundKey(apiKey)) {
+    throw new AuthenticationError(
+      'This endpoint takes a ret_sk_ retriever key or a sk_marketplace_ key, which names the retriever; with a prk_ key or none, use POST /v1/public/retrievers/{public_name}/execute',
+    );
+  }
+  return apiKey;
+}
+
+type PublicExecuteInput = HandlerInput<'executePublicRetriever'> | HandlerInput<'executePublicRetrieverByKey'>;
+
+/** Public execution of one publication: caller check, rate limits, then the run (JSON or streamed), exposed fields only. */
+async function executePublication(row: PublicationRow, apiKey: string | undefined, { query, body, ctx, services, req, res }: PublicExecuteInput) {
+  const address = visitor(services, req);
+  const caller = await authorizePublicCaller(accessOf(services), {
+    row, apiKey, password: req.get('x-retriever-password'), needsPassword: true, visitor: address, origin: req.get('origin'),
+  });
+  await enforcePublicRateLimits(services.get(RateLimiter), recordOf(row), address);
+  const exposed = row.display_config.exposed_fields ?? [];
+  const pagination = paginationOf(body);
+  const run = async (streaming?: { observer: ExecutionObserver; signal: AbortSignal }) => {
+    try {
+      const { outcome } = await services.get(RetrieverExecutor).execute({
+        organizationId: row.organization_id, namespaceId: row.namespace_id, retrieverId: row.retriever_id,
+        inputs: body?.inputs ?? {},
+        ...(pagination ? { pagination } : {}),
+        presignUrls: body?.return_presigned_urls ?? query.return_presigned_urls ?? true,
+        actor: actorOf(caller, row),
+        ...streaming,
+        log: ctx.log,
+      });
+      return publicResult(outcome, exposed);
+    } catch (err) {
+      throw publicRunError(err, row);
+    }
+  };
+  const accept = req.get('accept');
+  if (body?.stream === true || (accept !== undefined && accept.includes('text/event-stream') && req.accepts(['application/json', 'text/event-stream']) === 'text/event-stream')) {
+    return streamPublicExecution(res, ctx.log, (observer, signal) => run({ observer, signal }));
+  }
+  return { status: 200 as const, body: await run() };
+}
 
 /** Interactions of visitors: no password, an optional `prk_` key, `X-Session-ID` as every one's session. */
 async function recordInteractions(
@@ -294,14 +337,16 @@ async function recordInteractions(
 ): Promise<string[]> {
   const row = await activePublication(services.get(Store), publicName);
   const address = visitor(services, req);
-  await authorizePublicCaller(accessOf(services), { row, apiKey: req.get('x-public-api-key'), password: undefined, needsPassword: false, visitor: address });
+  const caller = await authorizePublicCaller(accessOf(services), {
+    row, apiKey: req.get('x-public-api-key'), password: undefined, needsPassword: false, visitor: address, origin: req.get('origin'),
+  });
   await limitVisitor(services, row, address, 'interaction', INTERACTIONS_PER_VISITOR_PER_MINUTE, MINUTE_MS);
   const session = req.get('x-session-id');
   try {
     return await services.get(RetrieverExecutor).recordInteractions({
       organizationId: row.organization_id, namespaceId: row.namespace_id, retrieverId: row.retriever_id,
       interactions: session === undefined ? interactions : interactions.map((i) => ({ ...i, session_id: session })),
-      actor: `public:${row.public_name}`,
+      actor: actorOf(caller, row),
     });
   } catch (err) {
     // An execution id of another retriever (or none at all) is simply not found here; nothing else is said.

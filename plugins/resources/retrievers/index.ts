@@ -12,10 +12,13 @@ import { RetrievalEngine, type ExecutionObserver, type ExecutionOutcome } from '
 import { PageCursors } from '../../../kernel/retrieval/page-cursors.js';
 import type { PaginationRequest } from '../../../kernel/retrieval/pagination.js';
 import {
+  AuditLog,
   BlobSigningSecret,
   BlobStore,
   Clock,
   DatabaseHandle,
+  EventBus,
+  KeyStore,
   Lifecycle,
   PluginRegistry,
   ReferenceRegistry,
@@ -25,10 +28,12 @@ import {
   RetrieverExecutor,
   RootLogger,
   TaskQueue,
+  TenantStore,
   createToken,
 } from '../../../kernel/tokens.js';
 import { NotFoundError } from '../../../kernel/errors.js';
 import { CACHE_INVALIDATE_TASK, CACHE_SWEEP_TASK, RetrieverCacheStore, type CacheHitRate, type CacheInvalidationPayload } from './cache-store.js';
+import { RetrieverKeyService, toRetrieverApiKey } from './api-keys.js';
 import { ExecutionHistory } from './execution-history.js';
 import { retrieverExecutor } from './executor-binding.js';
 import { retrieverMigrations } from './migrations.js';
@@ -42,6 +47,7 @@ const Retrievers = createToken<RetrieverService>('retrievers.RetrieverService');
 const Store = createToken<RetrieverStore>('retrievers.RetrieverStore');
 const Cache = createToken<RetrieverCacheStore>('retrievers.RetrieverCacheStore');
 const History = createToken<ExecutionHistory>('retrievers.ExecutionHistory');
+const RetrieverKeys = createToken<RetrieverKeyService>('retrievers.RetrieverKeyService');
 /** Expired cache rows are swept this often (and after every few hundred stored entries). */
 const CACHE_SWEEP_INTERVAL_MS = 10 * 60 * 1000;
 
@@ -176,6 +182,17 @@ export default defineResource({
     container.bind(History).toConstantValue(history);
     const retrievers = new RetrieverService(store, engine, clock, { cursors, blobs: () => services.get(BlobStore), history });
     container.bind(Retrievers).toConstantValue(retrievers);
+    container.bind(RetrieverKeys).toConstantValue(
+      new RetrieverKeyService({
+        db: services.get(DatabaseHandle).db,
+        keys: services.get(KeyStore),
+        tenants: services.get(TenantStore),
+        audit: services.get(AuditLog),
+        events: services.get(EventBus),
+        clock,
+        retriever: (organizationId, namespace, nameOrId) => retrievers.get(organizationId, namespace, nameOrId),
+      }),
+    );
     container.bind(RetrieverExecutor).toConstantValue(retrieverExecutor(retrievers, store, () => services.get(NamespaceResolver)));
   },
   setup: ({ services, log }) => {
@@ -210,6 +227,23 @@ export default defineResource({
     services.get(Lifecycle).onShutdown('retrievers: execution history', () => services.get(History).flush());
   },
   handlers: {
+    createRetrieverApiKey: async ({ params, body, ctx, services }) => {
+      const { key, plaintext } = await services
+        .get(RetrieverKeys)
+        .create({ auth: callerOf(ctx), requestId: ctx.requestId }, namespaceOf(ctx), params.retriever_id, body);
+      return { status: 201, body: { ...toRetrieverApiKey(key, services.get(Clock).now()), key: plaintext } };
+    },
+    listRetrieverApiKeys: async ({ params, query, ctx, services }) => {
+      const keys = await services.get(RetrieverKeys).list(callerOf(ctx), namespaceOf(ctx), params.retriever_id, query.include_revoked ?? false);
+      const now = services.get(Clock).now();
+      return { status: 200, body: { results: keys.map((k) => toRetrieverApiKey(k, now)), total: keys.length } };
+    },
+    revokeRetrieverApiKey: async ({ params, ctx, services }) => {
+      const key = await services
+        .get(RetrieverKeys)
+        .revoke({ auth: callerOf(ctx), requestId: ctx.requestId }, namespaceOf(ctx), params.retriever_id, params.key_id);
+      return { status: 200, body: toRetrieverApiKey(key, services.get(Clock).now()) };
+    },
     createRetriever: async ({ body, ctx, services }) => {
       const row = await services.get(Retrievers).create(callerFrom(ctx), namespaceOf(ctx), body);
       return { status: 201, body: { retriever: toRetriever(row) } };
