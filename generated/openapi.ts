@@ -811,6 +811,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/marketplace/catalog/{public_name}/config": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The name a retriever is published under. */
+                public_name: components["parameters"]["PublicName"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The public config of a published retriever - display config, title, description, password protection.
+         * @description `display_config`, `title`, `description`, `password_protected` and `public_api_key`: the deprecated `prk_` key of an open retriever; null for a password-protected one (a correct verify returns it). 404 when nothing active is published under the name. Public: no key is needed.
+         */
+        get: operations["getMarketplaceCatalogConfig"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/me": {
         parameters: {
             query?: never;
@@ -1171,6 +1194,185 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/public/retrievers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Published retrievers anyone may search, with page details and totals.
+         * @description Only active publications unless `include_inactive=true`. `search` (at most 200 characters) is a case-insensitive regular expression (RE2 syntax, linear time: back-references and look-arounds are a 400) matched against titles and descriptions. `page` 1 to 500, `page_size` 1 to 100 (default 20): the contract's schema allows 1000 but its prose states 100, and 100 is what is enforced (more is a 422). `statistics` counts every publication the listing covers (all pages): active ones, password-protected ones and open ones. No key, internal id, organization detail, configuration or password is shown; only a `password_protected` flag. Public: no key is needed.
+         */
+        get: operations["listPublicRetrievers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/public/retrievers/{public_name}/config": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The name a retriever is published under. */
+                public_name: components["parameters"]["PublicName"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Deprecated - the public config of a published retriever; use GET /v1/marketplace/catalog/{public_name}/config.
+         * @deprecated
+         * @description Deprecated (answers `Deprecation: true` and a `Link` to the successor): the same body as `GET /v1/marketplace/catalog/{public_name}/config`. Public: no key is needed.
+         */
+        get: operations["getPublicRetrieverConfig"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/public/retrievers/{public_name}/execute": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The name a retriever is published under. */
+                public_name: components["parameters"]["PublicName"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Search a published retriever.
+         * @description Runs the published retriever with `inputs` (and `pagination`, `settings.limit`, `stream`, as the private execute takes them) and answers `execution_id`, `status`, `documents`, `pagination` and `error`. Each document holds only `document_id`, `score` and the fields named by the display config's `exposed_fields` (in `payload`); ids of collections, objects, namespaces and organizations, vectors and stage statistics are stripped. `return_presigned_urls` (default true) gives exposed stored blobs a fresh `url`. `X-Public-API-Key` may be absent or the publication's `prk_` key (deprecated); any other key is a 401. A password-protected retriever needs `X-Retriever-Password` (or its `prk_` key, which a correct verify returns): without it a 401, wrong a 403. Per-retriever limits (minute, hour, day) and per-address limits answer 429 with `Retry-After`. `stream: true` or `Accept: text/event-stream` answers Server-Sent Events (`stage_start`, `stage_complete` without stage names, then `execution_complete` with the filtered documents, or `execution_error`; closed by `data: [DONE]`). The execution is recorded in the owner's retriever history. Public: no key is needed.
+         */
+        post: operations["executePublicRetriever"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/public/retrievers/{public_name}/interactions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The name a retriever is published under. */
+                public_name: components["parameters"]["PublicName"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Record what a visitor did with a result (view, click, feedback, purchase, ...).
+         * @description One interaction, as the authenticated interactions endpoint takes it (`document_id`, `interaction_type` among the ten types, `position`, `execution_id` of an execution of this retriever, `query_snapshot`). `X-Session-ID` is recorded as its session. No password is needed, and none is ever stored. It lands in the owner's retriever signals. Public: no key is needed.
+         */
+        post: operations["recordPublicRetrieverInteraction"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/public/retrievers/{public_name}/interactions/batch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The name a retriever is published under. */
+                public_name: components["parameters"]["PublicName"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Record up to 100 interactions at once; X-Session-ID applies to all of them.
+         * @description `interactions` holds 1 to 100 interactions (more is a 422). `X-Session-ID` is the session of every one. No password is needed. Public: no key is needed.
+         */
+        post: operations["recordPublicRetrieverInteractionsBatch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/public/retrievers/{public_name}/template": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The name a retriever is published under. */
+                public_name: components["parameters"]["PublicName"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The published configuration as a reusable template, minus anything private.
+         * @description The display config, the input schema and the pipeline's stages (`stage_name`, `stage_id`, `stage_type`, `parameters`), with the number of collections instead of their ids: enough to rebuild the retriever over your own collections with `POST /v1/retrievers`. No id, key, password or organization detail. A password-protected retriever's template needs `X-Retriever-Password` like execute. Public: no key is needed.
+         */
+        get: operations["getPublicRetrieverTemplate"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/public/retrievers/{public_name}/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The name a retriever is published under. */
+                public_name: components["parameters"]["PublicName"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Check a published retriever's password; a correct one returns its public_api_key.
+         * @description `{valid: true, public_api_key}` for the right password, `{valid: false, public_api_key: null}` otherwise (also for a retriever without a password). Wrong guesses are limited per visitor address and public name (10 per 15 minutes, then 429 with `Retry-After`). Public: no key is needed.
+         */
+        post: operations["verifyPublicRetrieverPassword"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/published-retrievers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The organization's published retrievers, in every namespace, newest first.
+         * @description Offset pagination with `limit` and `offset`. Needs the `read` permission.
+         */
+        get: operations["listPublishedRetrievers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/retrievers": {
         parameters: {
             query?: never;
@@ -1390,6 +1592,44 @@ export interface paths {
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/v1/retrievers/{retriever_id}/publish": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The retriever's publication, as its owner sees it.
+         * @description The public name, display config, whether a password guards it, rate limits, marketplace listing and the `public_api_key`. 404 when the retriever is not published. Needs the `read` permission.
+         */
+        get: operations["getRetrieverPublication"];
+        put?: never;
+        /**
+         * Publish a saved retriever under a public name, with its display config, an optional password and rate limits.
+         * @description Makes the retriever answer, without any key, at `/v1/public/retrievers/{public_name}/...` and on the search page `/p/{public_name}`. `public_name` is 3 to 63 lower-case letters, digits and hyphens, starting and ending with a letter or digit, unique across the service (a taken name is a 409; a retriever is published at most once, also a 409). `display_config` (defaults to the retriever's own) is checked field by field; only its `exposed_fields` leave the service on public execution. `password` (8 to 200 characters) is kept only as a salted scrypt hash. `rate_limits` picks a `tier` (`free` 30/min 500/h 2000/day, `standard` 120/min 3000/h 20000/day — the default — or `pro` 600/min 20000/h 200000/day); explicit numbers override the tier's, and `per_ip_per_minute` / `per_ip_per_hour` limit each visitor address. A deprecated `prk_` `public_api_key` is minted for the publication. Needs the `write` permission.
+         */
+        post: operations["publishRetriever"];
+        /**
+         * Unpublish the retriever; its public name stops answering at once.
+         * @description Deletes the publication (its `prk_` key stops working and the name becomes free); the retriever, its history and its signals stay. Every API process reads publications from the database, so the name stops answering everywhere at once. Needs the `write` permission.
+         */
+        delete: operations["unpublishRetriever"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a publication's public name, display config, password, rate limits, listing or active state.
+         * @description Any field of the publish body; `password: null` removes the password, `active: false` takes the public name offline (it keeps the name) and a new `public_name` stops the old one answering at once. A body without any field is a 400. Needs the `write` permission.
+         */
+        patch: operations["updateRetrieverPublication"];
         trace?: never;
     };
     "/v1/retrievers/execute": {
@@ -1965,6 +2205,79 @@ export interface components {
             roots: components["schemas"]["DecompositionNode"][];
             total_documents: number;
         };
+        /** @description How a published retriever renders; every field is optional. Unknown fields are a 422. */
+        DisplayConfig: {
+            components?: {
+                result_card?: {
+                    card_click_action?: string;
+                    field_order?: string[];
+                    layout?: string;
+                    show_find_similar?: boolean;
+                    show_thumbnail?: boolean;
+                };
+                result_layout?: string;
+                show_hero?: boolean;
+                show_results_header?: boolean;
+                show_search?: boolean;
+            };
+            custom_cta?: {
+                label?: string;
+                markdown_content?: string;
+            };
+            description?: string;
+            /** @description Only these result fields (of each document's payload, or added by stages) are returned by public execution. */
+            exposed_fields?: string[];
+            external_links?: {
+                name: string;
+                url: string;
+            }[];
+            /** @description Field name to how it is formatted. */
+            field_config?: {
+                [key: string]: {
+                    format?: string;
+                    format_options?: {
+                        decimals?: number;
+                        label?: string;
+                        prefix?: string;
+                        truncate_chars?: number;
+                    };
+                };
+            };
+            /** @description Role (for example thumbnail, title) to field name. */
+            field_mappings?: {
+                [key: string]: string;
+            };
+            inputs?: {
+                field_name: string;
+                field_schema?: {
+                    [key: string]: unknown;
+                };
+                input_type?: string;
+                label?: string;
+                order?: number;
+                placeholder?: string;
+                required?: boolean;
+            }[];
+            layout?: {
+                columns?: number;
+                gap?: number;
+                /** @enum {string} */
+                mode?: "grid" | "list";
+            };
+            logo_url?: string;
+            markdowns?: {
+                content: string;
+                title?: string;
+            }[];
+            template_type?: string;
+            theme?: {
+                border_radius?: number;
+                card_style?: string;
+                font_family?: string;
+                primary_color?: string;
+            };
+            title?: string;
+        };
         Document: {
             collection_id: string;
             /** Format: date-time */
@@ -2459,6 +2772,191 @@ export interface components {
         OriginPattern: string;
         /** @enum {string} */
         Permission: "read" | "write" | "delete" | "admin";
+        PublicExecutionEvent: {
+            documents?: components["schemas"]["PublicResultDocument"][];
+            error?: string | null;
+            /** @enum {string} */
+            event_type: "stage_start" | "stage_complete" | "stage_error" | "execution_complete" | "execution_error";
+            execution_id: string;
+            pagination?: components["schemas"]["RetrieverResultPagination"];
+            stage_index: number | null;
+            /** @enum {string} */
+            status?: "completed" | "failed" | "budget_exceeded";
+            total_stages: number;
+        };
+        /** @description Server-Sent Events, one `data: <event as JSON>` line each, closed by `data: [DONE]`. */
+        PublicExecutionEventStream: components["schemas"]["PublicExecutionEvent"][];
+        PublicExecutionResult: {
+            documents: components["schemas"]["PublicResultDocument"][];
+            error: string | null;
+            execution_id: string;
+            pagination: components["schemas"]["RetrieverResultPagination"];
+            /** @enum {string} */
+            status: "completed" | "failed" | "budget_exceeded";
+        };
+        PublicInteractionsBatchRequest: {
+            interactions: components["schemas"]["RetrieverInteraction"][];
+        };
+        /** @description Lower-case letters, digits and hyphens, starting and ending with a letter or digit. */
+        PublicName: string;
+        PublicResultDocument: {
+            document_id: string;
+            /** @description Only the exposed fields. */
+            payload?: {
+                [key: string]: unknown;
+            };
+            score?: number;
+        };
+        PublicRetrieverConfig: {
+            description: string | null;
+            display_config: components["schemas"]["DisplayConfig"];
+            password_protected: boolean;
+            /** @description The deprecated `prk_` key; null when a password guards the retriever (verify returns it). */
+            public_api_key: string | null;
+            public_name: string;
+            title: string;
+        };
+        PublicRetrieverExecuteRequest: {
+            inputs?: {
+                [key: string]: unknown;
+            };
+            pagination?: components["schemas"]["RetrieverPagination"];
+            /** @description Overrides the query parameter. */
+            return_presigned_urls?: boolean;
+            settings?: {
+                /** @description The page size, when `pagination` gives none. */
+                limit?: number;
+            };
+            /** @description Answer Server-Sent Events instead of one JSON body. */
+            stream?: boolean;
+        };
+        PublicRetrieverList: {
+            page: number;
+            page_size: number;
+            results: components["schemas"]["PublicRetrieverSummary"][];
+            /** @description Over every publication the listing covers (all pages, the same `search` and `include_inactive`). */
+            statistics: {
+                open: number;
+                password_protected: number;
+                total_active: number;
+            };
+            total_count: number;
+            total_pages: number;
+        };
+        PublicRetrieverSummary: {
+            active: boolean;
+            description: string | null;
+            logo_url: string | null;
+            marketplace_listed: boolean;
+            password_protected: boolean;
+            public_name: string;
+            /** Format: date-time */
+            published_at: string;
+            template_type: string | null;
+            title: string;
+        };
+        PublicRetrieverTemplate: {
+            /** @description How many collections the retriever reads; give yours as collection_identifiers. */
+            collection_count: number;
+            description: string | null;
+            display_config: components["schemas"]["DisplayConfig"];
+            input_schema: components["schemas"]["RetrieverInputSchema"];
+            stages: {
+                parameters: {
+                    [key: string]: unknown;
+                };
+                stage_id: string;
+                stage_name: string;
+                stage_type?: string;
+            }[];
+            /** @description The public name it was published under. */
+            template_name: string;
+            title: string;
+        };
+        PublicRetrieverVerifyRequest: {
+            password: string;
+        };
+        PublicRetrieverVerifyResponse: {
+            public_api_key: string | null;
+            valid: boolean;
+        };
+        PublishedRateLimits: {
+            per_day: number;
+            per_hour: number;
+            per_ip_per_hour: number | null;
+            per_ip_per_minute: number | null;
+            per_minute: number;
+            tier: components["schemas"]["PublishedRateTier"];
+        };
+        PublishedRateLimitsRequest: {
+            per_day?: number;
+            per_hour?: number;
+            per_ip_per_hour?: number | null;
+            per_ip_per_minute?: number | null;
+            per_minute?: number;
+            /**
+             * @default standard
+             * @enum {string}
+             */
+            tier?: "free" | "standard" | "pro";
+        };
+        /** @enum {string} */
+        PublishedRateTier: "free" | "standard" | "pro" | "custom";
+        PublishedRetriever: {
+            active: boolean;
+            /** Format: date-time */
+            created_at: string;
+            description: string | null;
+            display_config: components["schemas"]["DisplayConfig"];
+            exposed_fields: string[];
+            marketplace_listed: boolean;
+            namespace_id: string;
+            /** @description The search page path: /p/{public_name}. */
+            page_url: string;
+            password_protected: boolean;
+            /** @description The deprecated `prk_` key of the publication. */
+            public_api_key: string;
+            public_name: string;
+            /** @description The public execute path: /v1/public/retrievers/{public_name}/execute. */
+            public_url: string;
+            rate_limits: components["schemas"]["PublishedRateLimits"];
+            retriever_id: string;
+            title: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        PublishedRetrieverList: {
+            has_next: boolean;
+            limit: number;
+            offset: number;
+            results: components["schemas"]["PublishedRetriever"][];
+            total: number;
+        };
+        PublishedRetrieverUpdateRequest: {
+            active?: boolean;
+            description?: string | null;
+            display_config?: components["schemas"]["DisplayConfig"];
+            marketplace_listed?: boolean;
+            /** @description null removes the password. */
+            password?: string | null;
+            public_name?: components["schemas"]["PublicName"];
+            rate_limits?: components["schemas"]["PublishedRateLimitsRequest"];
+            title?: string;
+        };
+        PublishRetrieverRequest: {
+            /** @default true */
+            active?: boolean;
+            /** @description Defaults to the display config's description, else the retriever's. */
+            description?: string | null;
+            display_config?: components["schemas"]["DisplayConfig"];
+            /** @default false */
+            marketplace_listed?: boolean;
+            password?: string;
+            public_name: components["schemas"]["PublicName"];
+            rate_limits?: components["schemas"]["PublishedRateLimitsRequest"];
+            /** @description Defaults to the display config's title, else the retriever's name. */
+            title?: string;
+        };
         ResourceScope: {
             operations?: components["schemas"]["ScopeOperation"][] | null;
             /**
@@ -2898,6 +3396,12 @@ export interface components {
             };
             total_time_ms: number;
         };
+        RetrieverUnpublished: {
+            public_name: string;
+            retriever_id: string;
+            /** @constant */
+            unpublished: true;
+        };
         /** @description Only these four fields are mutable; a body with none of them is a 400. */
         RetrieverUpdateRequest: {
             description?: string | null;
@@ -3205,10 +3709,18 @@ export interface components {
         OptionalNamespaceHeader: string;
         /** @description An end user's principal id, as a `usr_sk_` key's `principal_id` names it. */
         PrincipalId: string;
+        /** @description None, or the publication's `prk_` key (deprecated). */
+        PublicApiKeyHeader: string;
+        /** @description The name a retriever is published under. */
+        PublicName: string;
         /** @description The retriever's name or its `ret_` id. */
         RetrieverId: string;
+        /** @description The password of a password-protected published retriever. */
+        RetrieverPasswordHeader: string;
         /** @description Add a fresh download URL (`url`, `url_expires_at`) to every stored blob the returned documents reference. The body's `return_presigned_urls` says the same; either one turns it on. */
         ReturnPresignedUrls: boolean;
+        /** @description The visitor's session, recorded with each interaction. */
+        SessionIdHeader: string;
         /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. Usage windows span at most 366 days (a longer one is a 400). */
         Start: string;
         UploadId: string;
@@ -4773,6 +5285,32 @@ export interface operations {
             };
         };
     };
+    getMarketplaceCatalogConfig: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The name a retriever is published under. */
+                public_name: components["parameters"]["PublicName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The public config. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublicRetrieverConfig"];
+                };
+            };
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
     getMe: {
         parameters: {
             query?: never;
@@ -5461,6 +5999,265 @@ export interface operations {
             429: components["responses"]["RateLimited"];
         };
     };
+    listPublicRetrievers: {
+        parameters: {
+            query?: {
+                include_inactive?: boolean;
+                page?: number;
+                page_size?: number;
+                search?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of public retrievers. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublicRetrieverList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    getPublicRetrieverConfig: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The name a retriever is published under. */
+                public_name: components["parameters"]["PublicName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The public config. */
+            200: {
+                headers: {
+                    Deprecation?: string;
+                    Link?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublicRetrieverConfig"];
+                };
+            };
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    executePublicRetriever: {
+        parameters: {
+            query?: {
+                return_presigned_urls?: boolean;
+            };
+            header?: {
+                /** @description None, or the publication's `prk_` key (deprecated). */
+                "X-Public-API-Key"?: components["parameters"]["PublicApiKeyHeader"];
+                /** @description The password of a password-protected published retriever. */
+                "X-Retriever-Password"?: components["parameters"]["RetrieverPasswordHeader"];
+            };
+            path: {
+                /** @description The name a retriever is published under. */
+                public_name: components["parameters"]["PublicName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PublicRetrieverExecuteRequest"];
+            };
+        };
+        responses: {
+            /** @description The execution result, limited to the exposed fields. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublicExecutionResult"];
+                    "text/event-stream": components["schemas"]["PublicExecutionEventStream"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    recordPublicRetrieverInteraction: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description None, or the publication's `prk_` key (deprecated). */
+                "X-Public-API-Key"?: components["parameters"]["PublicApiKeyHeader"];
+                /** @description The visitor's session, recorded with each interaction. */
+                "X-Session-ID"?: components["parameters"]["SessionIdHeader"];
+            };
+            path: {
+                /** @description The name a retriever is published under. */
+                public_name: components["parameters"]["PublicName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RetrieverInteraction"];
+            };
+        };
+        responses: {
+            /** @description Recorded. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrieverInteractionsRecorded"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    recordPublicRetrieverInteractionsBatch: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description None, or the publication's `prk_` key (deprecated). */
+                "X-Public-API-Key"?: components["parameters"]["PublicApiKeyHeader"];
+                /** @description The visitor's session, recorded with each interaction. */
+                "X-Session-ID"?: components["parameters"]["SessionIdHeader"];
+            };
+            path: {
+                /** @description The name a retriever is published under. */
+                public_name: components["parameters"]["PublicName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PublicInteractionsBatchRequest"];
+            };
+        };
+        responses: {
+            /** @description Recorded. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrieverInteractionsRecorded"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    getPublicRetrieverTemplate: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The password of a password-protected published retriever. */
+                "X-Retriever-Password"?: components["parameters"]["RetrieverPasswordHeader"];
+            };
+            path: {
+                /** @description The name a retriever is published under. */
+                public_name: components["parameters"]["PublicName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The template. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublicRetrieverTemplate"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    verifyPublicRetrieverPassword: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The name a retriever is published under. */
+                public_name: components["parameters"]["PublicName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PublicRetrieverVerifyRequest"];
+            };
+        };
+        responses: {
+            /** @description Whether the password is right. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublicRetrieverVerifyResponse"];
+                };
+            };
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    listPublishedRetrievers: {
+        parameters: {
+            query?: {
+                limit?: components["parameters"]["Limit"];
+                offset?: components["parameters"]["Offset"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of publications. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublishedRetrieverList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
     listRetrievers: {
         parameters: {
             query?: {
@@ -5847,6 +6644,144 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    getRetrieverPublication: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The publication. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublishedRetriever"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    publishRetriever: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PublishRetrieverRequest"];
+            };
+        };
+        responses: {
+            /** @description The publication. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublishedRetriever"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    unpublishRetriever: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The retriever is no longer published. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrieverUnpublished"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    updateRetrieverPublication: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PublishedRetrieverUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description The updated publication. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PublishedRetriever"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             422: components["responses"]["ValidationFailed"];
             429: components["responses"]["RateLimited"];
         };

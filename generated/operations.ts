@@ -350,6 +350,16 @@ export const operationTable = {
     "body": "json",
     "credits": 0
   },
+  "executePublicRetriever": {
+    "method": "post",
+    "path": "/v1/public/retrievers/{public_name}/execute",
+    "permission": "none",
+    "public": true,
+    "scope": null,
+    "namespaceHeader": null,
+    "body": "json",
+    "credits": 0
+  },
   "executeRetriever": {
     "method": "post",
     "path": "/v1/retrievers/{retriever_id}/execute",
@@ -513,6 +523,16 @@ export const operationTable = {
     "body": null,
     "credits": 0
   },
+  "getMarketplaceCatalogConfig": {
+    "method": "get",
+    "path": "/v1/marketplace/catalog/{public_name}/config",
+    "permission": "none",
+    "public": true,
+    "scope": null,
+    "namespaceHeader": null,
+    "body": null,
+    "credits": 0
+  },
   "getMe": {
     "method": "get",
     "path": "/v1/me",
@@ -598,6 +618,26 @@ export const operationTable = {
     "body": "binary",
     "credits": 0
   },
+  "getPublicRetrieverConfig": {
+    "method": "get",
+    "path": "/v1/public/retrievers/{public_name}/config",
+    "permission": "none",
+    "public": true,
+    "scope": null,
+    "namespaceHeader": null,
+    "body": null,
+    "credits": 0
+  },
+  "getPublicRetrieverTemplate": {
+    "method": "get",
+    "path": "/v1/public/retrievers/{public_name}/template",
+    "permission": "none",
+    "public": true,
+    "scope": null,
+    "namespaceHeader": null,
+    "body": null,
+    "credits": 0
+  },
   "getRetriever": {
     "method": "get",
     "path": "/v1/retrievers/{retriever_id}",
@@ -615,6 +655,20 @@ export const operationTable = {
   "getRetrieverExecution": {
     "method": "get",
     "path": "/v1/retrievers/{retriever_id}/executions/{execution_id}",
+    "permission": "read",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "id_from": "path.retriever_id",
+      "operation": "read_data"
+    },
+    "namespaceHeader": "required",
+    "body": null,
+    "credits": 0
+  },
+  "getRetrieverPublication": {
+    "method": "get",
+    "path": "/v1/retrievers/{retriever_id}/publish",
     "permission": "read",
     "public": false,
     "scope": {
@@ -805,6 +859,29 @@ export const operationTable = {
     "body": null,
     "credits": 0
   },
+  "listPublicRetrievers": {
+    "method": "get",
+    "path": "/v1/public/retrievers",
+    "permission": "none",
+    "public": true,
+    "scope": null,
+    "namespaceHeader": null,
+    "body": null,
+    "credits": 0
+  },
+  "listPublishedRetrievers": {
+    "method": "get",
+    "path": "/v1/published-retrievers",
+    "permission": "read",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "operation": "read_data"
+    },
+    "namespaceHeader": null,
+    "body": null,
+    "credits": 0
+  },
   "listRetrieverExecutions": {
     "method": "get",
     "path": "/v1/retrievers/{retriever_id}/executions",
@@ -869,6 +946,20 @@ export const operationTable = {
     "body": null,
     "credits": 0
   },
+  "publishRetriever": {
+    "method": "post",
+    "path": "/v1/retrievers/{retriever_id}/publish",
+    "permission": "write",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "id_from": "path.retriever_id",
+      "operation": "create_retriever"
+    },
+    "namespaceHeader": "required",
+    "body": "json",
+    "credits": 0
+  },
   "putPresignedBlob": {
     "method": "put",
     "path": "/v1/storage/blobs/{token}",
@@ -877,6 +968,26 @@ export const operationTable = {
     "scope": null,
     "namespaceHeader": null,
     "body": "binary",
+    "credits": 0
+  },
+  "recordPublicRetrieverInteraction": {
+    "method": "post",
+    "path": "/v1/public/retrievers/{public_name}/interactions",
+    "permission": "none",
+    "public": true,
+    "scope": null,
+    "namespaceHeader": null,
+    "body": "json",
+    "credits": 0
+  },
+  "recordPublicRetrieverInteractionsBatch": {
+    "method": "post",
+    "path": "/v1/public/retrievers/{public_name}/interactions/batch",
+    "permission": "none",
+    "public": true,
+    "scope": null,
+    "namespaceHeader": null,
+    "body": "json",
     "credits": 0
   },
   "recordRetrieverInteractions": {
@@ -986,6 +1097,20 @@ export const operationTable = {
       "resource_type": "bucket",
       "id_from": "path.bucket_identifier",
       "operation": "execute_job"
+    },
+    "namespaceHeader": "required",
+    "body": null,
+    "credits": 0
+  },
+  "unpublishRetriever": {
+    "method": "delete",
+    "path": "/v1/retrievers/{retriever_id}/publish",
+    "permission": "write",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "id_from": "path.retriever_id",
+      "operation": "create_retriever"
     },
     "namespaceHeader": "required",
     "body": null,
@@ -1103,6 +1228,20 @@ export const operationTable = {
     "body": "json",
     "credits": 0
   },
+  "updateRetrieverPublication": {
+    "method": "patch",
+    "path": "/v1/retrievers/{retriever_id}/publish",
+    "permission": "write",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "id_from": "path.retriever_id",
+      "operation": "create_retriever"
+    },
+    "namespaceHeader": "required",
+    "body": "json",
+    "credits": 0
+  },
   "upsertDocuments": {
     "method": "post",
     "path": "/v1/collections/{collection_identifier}/documents/bulk",
@@ -1114,6 +1253,16 @@ export const operationTable = {
       "operation": "write_data"
     },
     "namespaceHeader": "required",
+    "body": "json",
+    "credits": 0
+  },
+  "verifyPublicRetrieverPassword": {
+    "method": "post",
+    "path": "/v1/public/retrievers/{public_name}/verify",
+    "permission": "none",
+    "public": true,
+    "scope": null,
+    "namespaceHeader": null,
     "body": "json",
     "credits": 0
   }

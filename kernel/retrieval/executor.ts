@@ -41,7 +41,22 @@ export interface SavedInteractionsRequest extends SavedRetrieverTarget {
   actor: string;
 }
 
+/** A saved retriever's definition, as publishing and templates read it. */
+export interface SavedRetrieverDefinition {
+  retrieverId: string;
+  retrieverName: string;
+  namespaceId: string;
+  description: string | null;
+  inputSchema: Record<string, Record<string, unknown>>;
+  stages: ReadonlyArray<components['schemas']['RetrieverStage']>;
+  collectionCount: number;
+  displayConfig: Record<string, unknown>;
+  version: number;
+}
+
 export interface RetrieverExecutor {
+  /** A retriever of the namespace by name or `ret_` id, or null. */
+  find(organizationId: string, namespaceId: string, nameOrId: string): Promise<SavedRetrieverDefinition | null>;
   /** 404 (NotFoundError) when the retriever is gone; input problems are 422 as on the private execute. */
   execute(request: SavedExecutionRequest): Promise<SavedExecution>;
   /** The new interaction ids; an `execution_id` that is not an execution of this retriever is a 404. */

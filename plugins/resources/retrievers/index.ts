@@ -20,7 +20,9 @@ import {
   PluginRegistry,
   ReferenceRegistry,
   ResourceIdentifiers,
+  NamespaceResolver,
   RetrievalCacheInvalidation,
+  RetrieverExecutor,
   RootLogger,
   TaskQueue,
   createToken,
@@ -28,6 +30,7 @@ import {
 import { NotFoundError } from '../../../kernel/errors.js';
 import { CACHE_INVALIDATE_TASK, CACHE_SWEEP_TASK, RetrieverCacheStore, type CacheHitRate, type CacheInvalidationPayload } from './cache-store.js';
 import { ExecutionHistory } from './execution-history.js';
+import { retrieverExecutor } from './executor-binding.js';
 import { retrieverMigrations } from './migrations.js';
 import { RetrieverService, type Caller, type ExecuteOptions } from './service.js';
 import { RetrieverStore, type ExecutionRow, type RetrieverRow } from './store.js';
@@ -170,7 +173,9 @@ export default defineResource({
     const cursors = new PageCursors(services.get(BlobSigningSecret), clock);
     const history = new ExecutionHistory(store, services.get(RootLogger).child({ component: 'retriever-executions' }));
     container.bind(History).toConstantValue(history);
-    container.bind(Retrievers).toConstantValue(new RetrieverService(store, engine, clock, { cursors, blobs: () => services.get(BlobStore), history }));
+    const retrievers = new RetrieverService(store, engine, clock, { cursors, blobs: () => services.get(BlobStore), history });
+    container.bind(Retrievers).toConstantValue(retrievers);
+    container.bind(RetrieverExecutor).toConstantValue(retrieverExecutor(retrievers, store, () => services.get(NamespaceResolver)));
   },
   setup: ({ services, log }) => {
     const store = services.get(Store);
