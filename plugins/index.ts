@@ -22,6 +22,7 @@ import storage from './resources/storage/index.js';
 import usage from './resources/usage/index.js';
 import users from './resources/users/index.js';
 import retrievers from './resources/retrievers/index.js';
+import publishedRetrievers from './resources/published-retrievers/index.js';
 import searchPage from './resources/search-page/index.js';
 import aggregate from './stages/aggregate/index.js';
 import attributeFilter from './stages/attribute_filter/index.js';
@@ -53,6 +54,7 @@ export default [
   collections,
   batches,
   retrievers,
+  publishedRetrievers,
   searchPage,
   attributeFilter,
   featureSearch,

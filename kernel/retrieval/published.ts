@@ -47,7 +47,7 @@ export interface DisplayComponents {
 }
 
 export interface DisplayLayout {
-  mode?: string;
+  mode?: 'grid' | 'list';
   columns?: number;
   gap?: number;
 }
