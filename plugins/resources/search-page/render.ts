@@ -39,6 +39,7 @@ function head(title: string, assets: PageAssets, extra = ''): string {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${e(title)}</title>
+<link rel="icon" href="data:,">
 ${extra}<link rel="stylesheet" href="${ASSET_PREFIX}${assets.style.name}">
 `;
 }

@@ -40,7 +40,8 @@
     var roots = [doc, doc.fields, payload && payload.fields, payload, doc.metadata, payload && payload.metadata];
     for (var i = 0; i < roots.length; i++) {
       if (!roots[i] || typeof roots[i] !== 'object') continue;
-      var value = walk(roots[i], path);
+      // A public result carries an exposed field under its exposed name, dots included.
+      var value = Object.prototype.hasOwnProperty.call(roots[i], name) ? roots[i][name] : walk(roots[i], path);
       if (value !== undefined) return value;
     }
     return undefined;
@@ -370,7 +371,6 @@
       details.id = detailsId;
       details.hidden = true;
       card.details.forEach(function (item) { field(details, item); });
-      if (card.documentId) field(details, { name: 'document_id', label: 'Document', kind: 'text', text: card.documentId });
       body.appendChild(details);
     }
     if (config.card.showFindSimilar && card.documentId) {

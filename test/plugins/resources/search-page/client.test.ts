@@ -53,6 +53,7 @@ describe('search page script helpers', () => {
     expect(h.fieldValue({ payload: { fields: { name: 'b' } } }, 'name')).toBe('b');
     expect(h.fieldValue({ fields: { dims: { w: 3 } } }, 'dims.w')).toBe(3);
     expect(h.fieldValue({ payload: { metadata: { sku: 'x1' } } }, 'sku')).toBe('x1');
+    expect(h.fieldValue({ payload: { 'dims.w': 7 } }, 'dims.w')).toBe(7);
     expect(h.fieldValue({}, '__proto__')).toBeUndefined();
   });
 
