@@ -452,6 +452,8 @@
         return;
       }
       if (res.body && res.body.status === 'failed') {
+        if (!append) list.textContent = '';
+        show(more, false);
         status.textContent = 'The search failed.';
         setError(res.body.error ? 'The search failed: ' + res.body.error : 'The search failed. Try again in a moment.');
         return;

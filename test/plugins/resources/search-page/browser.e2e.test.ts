@@ -48,8 +48,14 @@ const DISPLAY_CONFIG = {
     rating: { format: 'number', format_options: { label: 'Rating', decimals: 1 } },
     summary: { format: 'text', format_options: { truncate_chars: 30 } },
   },
-  inputs: [{ field_name: 'query', input_type: 'text', label: 'What are you looking for?', placeholder: 'brass, lantern, steel…', order: 1, required: true }],
-  components: { show_hero: true, show_search: true, show_results_header: true, result_card: { card_click_action: 'expand', field_order: ['price', 'rating'], show_thumbnail: true } },
+  inputs: [
+    { field_name: 'query', input_type: 'text', label: 'What are you looking for?', placeholder: 'brass, lantern, steel…', order: 1, required: true },
+    { field_name: 'like', input_type: 'document', order: 2 },
+  ],
+  components: {
+    show_hero: true, show_search: true, show_results_header: true,
+    result_card: { card_click_action: 'expand', field_order: ['price', 'rating'], show_thumbnail: true, show_find_similar: true },
+  },
   layout: { mode: 'grid', columns: 3, gap: 20 },
   theme: { primary_color: '#8a3b12', font_family: 'Georgia, serif', border_radius: 10, card_style: 'elevated' },
   markdowns: [{ title: 'Delivery', content: 'Free **delivery** on orders over €50.' }],
@@ -168,6 +174,11 @@ describe.skipIf(!HAVE_BROWSER && !REQUIRED)('the search page in a browser', () =
       expect(clicks[0]).toMatchObject({ document_id: execution.documents[0].document_id, position: 0, execution_id: execution.execution_id, session_id: expect.stringMatching(/^sess_[0-9a-f]{32}$/) });
       expect(views.map((v) => v.position).sort()).toEqual([0, 1]);
       expect(views.every((v) => v.session_id === clicks[0].session_id && v.execution_id === execution.execution_id)).toBe(true);
+
+      // "Find similar" runs the retriever again with the document in the input of type `document`.
+      const similar = page.waitForRequest((r) => r.url().endsWith('/lamp-finder/execute') && r.postDataJSON()?.inputs?.like !== undefined);
+      await first.getByRole('button', { name: 'Find results similar to Brass desk lamp' }).click();
+      expect((await similar).postDataJSON().inputs).toEqual({ query: 'brass', like: execution.documents[0].document_id });
 
       // The empty state.
       await search(page, 'chandelier');
