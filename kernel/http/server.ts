@@ -121,8 +121,15 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
 
   /** 2. The key (and its allowed origins), before anything reads the body. */
   async function authenticate(req: Request, res: Response, ctx: RequestContext): Promise<void> {
-    if (ctx.operation!.public) return;
     const origin = req.get('origin');
+    if (ctx.operation!.public) {
+      // Public routes (published retrievers, health) answer any web page: search widgets run on other sites.
+      if (origin && isWebOrigin(origin)) {
+        res.setHeader('Access-Control-Allow-Origin', origin);
+        res.setHeader('Vary', 'Origin');
+      }
+      return;
+    }
     ctx.auth = await deps.authenticator.authenticate(req.get('authorization'), {
       origin,
       socketAddress: req.socket.remoteAddress,

@@ -167,15 +167,14 @@ export default defineResource({
       }
       const filter = { includeInactive: query.include_inactive === true, ...(search !== undefined ? { search } : {}) };
       const store = services.get(Store);
-      const [{ records, total }, stats] = await Promise.all([
-        store.list({ ...filter, offset: (page - 1) * pageSize, limit: pageSize }),
+      const [{ rows, total }, stats] = await Promise.all([
+        store.listRows({ ...filter, offset: (page - 1) * pageSize, limit: pageSize }),
         store.statistics(filter),
       ]);
-      const rows = await Promise.all(records.map((r) => store.row(r.publicName)));
       return {
         status: 200,
         body: {
-          results: rows.flatMap((r) => (r ? [publicSummary(r)] : [])),
+          results: rows.map(publicSummary),
           page,
           page_size: pageSize,
           total_count: total,

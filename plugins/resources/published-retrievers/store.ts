@@ -132,10 +132,15 @@ export class PublishedStore implements PublishedRetrieverDirectory {
   }
 
   async list(query: PublishedRetrieverListQuery): Promise<{ records: PublishedRetrieverRecord[]; total: number }> {
+    const { rows, total } = await this.listRows(query);
+    return { records: rows.map(recordOf), total };
+  }
+
+  async listRows(query: PublishedRetrieverListQuery): Promise<{ rows: PublicationRow[]; total: number }> {
     const q = this.listing(query);
     const [counted] = (await q.clone().count({ count: '*' })) as Array<{ count: string | number }>;
     const rows = await q.orderBy([{ column: 'created_at', order: 'desc' }, { column: 'publication_id', order: 'desc' }]).limit(query.limit).offset(query.offset);
-    return { records: rows.map(recordOf), total: Number(counted?.count ?? 0) };
+    return { rows, total: Number(counted?.count ?? 0) };
   }
 
   async checkPassword(publicationId: string, password: string): Promise<boolean> {

@@ -71,6 +71,18 @@ describe('public retriever endpoints', () => {
     expect((await pub('POST', '/v1/public/retrievers/open-lamps/execute', { inputs: {} })).status).toBe(422);
   });
 
+  it('gives exposed stored blobs a fresh download URL but never their storage key', async () => {
+    await f.retriever('pictures');
+    await f.api('POST', '/v1/retrievers/pictures/publish', { public_name: 'lamp-pictures', display_config: { exposed_fields: ['title', 'image'] } });
+    const r = await pub('POST', '/v1/public/retrievers/lamp-pictures/execute', { inputs: { n: 0 } });
+    expect(r.status, r.text).toBe(200);
+    const image = r.body.documents[0].payload.image;
+    expect(image).toMatchObject({ content_type: 'image/png', filename: 'lamp-0.png', url: expect.stringContaining('/v1/storage/blobs/') });
+    expect(image.storage_key).toBeUndefined();
+    const plain = await pub('POST', '/v1/public/retrievers/lamp-pictures/execute?return_presigned_urls=false', { inputs: { n: 0 } });
+    expect(plain.body.documents[0].payload.image.url).toBeUndefined();
+  });
+
   it('streams Server-Sent Events carrying only the exposed fields', async () => {
     const r = await pub('POST', '/v1/public/retrievers/open-lamps/execute', { inputs: { n: 1 }, stream: true });
     expect(r.status).toBe(200);
@@ -81,6 +93,17 @@ describe('public retriever endpoints', () => {
     expect(done.event_type).toBe('execution_complete');
     expect(done.documents.map((d: { payload: object }) => Object.keys(d.payload).sort())).toEqual([['price', 'title'], ['price', 'title']]);
     expect(events.slice(0, -2).map((e) => JSON.parse(e).stage_name)).toEqual(events.slice(0, -2).map(() => undefined));
+  });
+
+  it('answers search widgets on other sites (CORS), never Origin: null', async () => {
+    const r = await pub('POST', '/v1/public/retrievers/open-lamps/execute', { inputs: { n: 0 } }, { Origin: 'https://shop.example.com' });
+    expect(r.status).toBe(200);
+    expect(r.headers.get('access-control-allow-origin')).toBe('https://shop.example.com');
+    const refused = await pub('POST', '/v1/public/retrievers/nobody-here/execute', { inputs: { n: 0 } }, { Origin: 'https://shop.example.com' });
+    expect(refused.status).toBe(404);
+    expect(refused.headers.get('access-control-allow-origin')).toBe('https://shop.example.com');
+    const sandboxed = await pub('GET', '/v1/public/retrievers', undefined, { Origin: 'null' });
+    expect(sandboxed.headers.get('access-control-allow-origin')).toBeNull();
   });
 
   it('takes no key or its own prk_ key, and refuses any other key (401)', async () => {
@@ -153,15 +176,15 @@ describe('public retriever endpoints', () => {
   it('lists public retrievers with pages, statistics and a case-insensitive regex search', async () => {
     const list = await pub('GET', '/v1/public/retrievers?page_size=2');
     expect(list.status, list.text).toBe(200);
-    expect(list.body).toMatchObject({ page: 1, page_size: 2, total_count: 4, total_pages: 2 });
-    expect(list.body.statistics).toEqual({ total_active: 4, password_protected: 2, open: 2 });
+    expect(list.body).toMatchObject({ page: 1, page_size: 2, total_count: 5, total_pages: 3 });
+    expect(list.body.statistics).toEqual({ total_active: 5, password_protected: 2, open: 3 });
     expect(list.body.results).toHaveLength(2);
     const slash = await pub('GET', '/v1/public/retrievers/');
     expect(slash.status).toBe(200);
-    expect(slash.body.total_count).toBe(4);
+    expect(slash.body.total_count).toBe(5);
     const all = await pub('GET', '/v1/public/retrievers?include_inactive=true');
-    expect(all.body.total_count).toBe(5);
-    expect(all.body.statistics.total_active).toBe(4);
+    expect(all.body.total_count).toBe(6);
+    expect(all.body.statistics.total_active).toBe(5);
     const searched = await pub('GET', `/v1/public/retrievers?search=${encodeURIComponent('^secret l')}`);
     expect(searched.body.results.map((r: { public_name: string }) => r.public_name)).toEqual(['locked-lamps']);
     const byDescription = await pub('GET', `/v1/public/retrievers?search=${encodeURIComponent('EVERY\\s+ROOM')}`);

@@ -36,7 +36,10 @@ export async function startPublishedFixture(): Promise<PublishedFixture> {
     await t.kernel.services.get(Documents).upsert({
       organizationId, namespaceId: collection.namespace_id, collectionId: collection.collection_id, sourceKey: `k${i}`,
       rootObjectId: `obj_${i}`, sourceCollectionId: null, sourceDocumentId: null, processingTier: 0,
-      fields: { n: i, title: `Lamp ${i}`, price: i * 10, internal_note: `${SECRET_NOTE}-${i}` },
+      fields: {
+        n: i, title: `Lamp ${i}`, price: i * 10, internal_note: `${SECRET_NOTE}-${i}`,
+        image: { storage_key: `${organizationId}/${collection.namespace_id}/objects/lamp-${i}.png`, content_type: 'image/png', filename: `lamp-${i}.png` },
+      },
     });
   }
   const secrets = new Set<string>([t.adminKey, organizationId, ns.data!.namespace_id, collection.collection_id, t.adminEmail, SECRET_NOTE]);
