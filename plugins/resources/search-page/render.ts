@@ -93,7 +93,8 @@ ${view.description ? `<p class="description">${e(view.description)}</p>` : ''}
 </form>
 </section>`
     : '';
-  const search = `<form id="search-form" class="search${view.showSearch ? '' : ' visually-hidden'}" role="search" aria-label="${e(view.title)}" novalidate${c.passwordProtected ? ' hidden' : ''}>
+  // Without a search form (show_search false) the page lists what the retriever returns for no inputs.
+  const search = `<form id="search-form" class="search" role="search" aria-label="${e(view.title)}" novalidate${view.showSearch ? '' : ' data-auto-search="true"'}${c.passwordProtected || !view.showSearch ? ' hidden' : ''}>
 <div class="fields">
 ${c.inputs.map(inputControl).join('\n')}
 </div>

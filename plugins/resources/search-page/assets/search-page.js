@@ -184,6 +184,7 @@
   var empty = $('results-empty');
   var errorBox = $('results-error');
   var more = $('results-more');
+  var autoSearch = form.hasAttribute('data-auto-search');
   var state = { password: null, apiKey: null, inputs: null, offset: 0, executionId: null, images: {}, busy: false };
 
   function applyTheme() {
@@ -508,11 +509,14 @@
 
   function unlock() {
     show($('password-gate'), false);
-    show(form, true);
     document.body.classList.remove('locked');
+    if (autoSearch) {
+      run({}, false);
+      return;
+    }
+    show(form, true);
     var first = form.querySelector('input, select, textarea');
     if (first) first.focus();
-    if (form.classList.contains('visually-hidden')) run({}, false);
   }
 
   function setupPassword() {
@@ -595,5 +599,5 @@
   more.addEventListener('click', function () { run(state.inputs, true); });
   setupImages();
   if (config.passwordProtected) setupPassword();
-  else if (form.classList.contains('visually-hidden')) run({}, false);
+  else if (autoSearch) run({}, false);
 })();

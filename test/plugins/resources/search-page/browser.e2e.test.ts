@@ -105,6 +105,12 @@ describe.skipIf(!HAVE_BROWSER && !REQUIRED)('the search page in a browser', () =
       public_name: 'members-lamps', display_config: { ...DISPLAY_CONFIG, title: 'Members only' }, password: PASSWORD,
     });
     expect(locked.status, locked.text).toBe(201);
+    // Without a search form the page runs the retriever with no inputs at once: this one needs `query`, so it errs.
+    expect((await api('POST', '/v1/retrievers', { retriever_name: 'browse-search', ...retriever('{{inputs.query}}') })).status).toBe(201);
+    const browse = await api('POST', '/v1/retrievers/browse-search/publish', {
+      public_name: 'browse-lamps', display_config: { ...DISPLAY_CONFIG, title: 'Browse', components: { show_search: false } },
+    });
+    expect(browse.status, browse.text).toBe(201);
     browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-background-networking'] });
   }, 180_000);
 
@@ -216,12 +222,33 @@ describe.skipIf(!HAVE_BROWSER && !REQUIRED)('the search page in a browser', () =
     }
   });
 
+  it('shows the error state when the search fails (here: a page without a search form whose retriever needs an input)', async () => {
+    const { page, close } = await open('browse-lamps');
+    try {
+      expect(await page.locator('#search-form').isVisible()).toBe(false);
+      await expect.poll(() => page.locator('#results-error').isVisible()).toBe(true);
+      expect(await page.locator('#results-error').textContent()).toContain("input 'query' is required");
+      expect(await page.locator('#results-error').getAttribute('role')).toBe('alert');
+      expect(await page.locator('#results-status').textContent()).toBe('The search failed.');
+    } finally {
+      await close();
+    }
+  });
+
   it('fits a phone screen without horizontal scrolling', async () => {
     const { page, close } = await open('lamp-finder', { width: 375, height: 740 });
     try {
       await search(page, 'lamp');
       await expect.poll(() => page.locator('#results > li').count()).toBe(2);
       expect(await page.evaluate<number>('document.documentElement.scrollWidth')).toBeLessThanOrEqual(375);
+      // Keyboard only: from the search box, Tab reaches the button, then the first card; Enter opens it.
+      await page.getByLabel('What are you looking for?').focus();
+      await page.keyboard.press('Tab');
+      expect(await page.evaluate<string>('document.activeElement.textContent')).toBe('Search');
+      await page.keyboard.press('Tab');
+      expect(await page.evaluate<string>('document.activeElement.textContent')).toBe('Brass desk lamp');
+      await page.keyboard.press('Enter');
+      expect(await page.locator('.card-action').first().getAttribute('aria-expanded')).toBe('true');
       const boxes = await page.locator('#results > li').evaluateAll((items) => items.map((i) => i.getBoundingClientRect().width));
       expect(boxes.every((w) => w > 300)).toBe(true);
       await page.screenshot({ path: path.join(ARTIFACTS, 'search-page-phone.png'), fullPage: true });
