@@ -51,6 +51,7 @@ const DISPLAY_CONFIG = {
   inputs: [
     { field_name: 'query', input_type: 'text', label: 'What are you looking for?', placeholder: 'brass, lantern, steel…', order: 1, required: true },
     { field_name: 'like', input_type: 'document', order: 2 },
+    { field_name: 'photo', input_type: 'image', label: 'Search by photo', order: 3 },
   ],
   components: {
     show_hero: true, show_search: true, show_results_header: true,
@@ -235,14 +236,34 @@ describe.skipIf(!HAVE_BROWSER && !REQUIRED)('the search page in a browser', () =
     }
   });
 
+  it('sends an uploaded image as base64 in its input, with a preview', async () => {
+    const { page, close } = await open('lamp-finder');
+    try {
+      const png = await sharp({ create: { width: 8, height: 8, channels: 3, background: '#ff0000' } }).png().toBuffer();
+      await page.getByLabel('Search by photo').setInputFiles({ name: 'red.png', mimeType: 'image/png', buffer: png });
+      await expect.poll(() => page.locator('.image-preview').isVisible()).toBe(true);
+      expect(await page.locator('.image-preview').getAttribute('alt')).toBe('Chosen image: red.png');
+      const sent = page.waitForRequest((r) => r.url().endsWith('/lamp-finder/execute'));
+      await search(page, 'steel');
+      expect((await sent).postDataJSON()).toEqual({
+        inputs: { query: 'steel', photo: png.toString('base64') }, pagination: { method: 'offset', offset: 0 }, settings: { limit: 20 },
+      });
+      await expect.poll(() => page.locator('#results > li').count()).toBe(1);
+    } finally {
+      await close();
+    }
+  });
+
   it('fits a phone screen without horizontal scrolling', async () => {
     const { page, close } = await open('lamp-finder', { width: 375, height: 740 });
     try {
       await search(page, 'lamp');
       await expect.poll(() => page.locator('#results > li').count()).toBe(2);
       expect(await page.evaluate<number>('document.documentElement.scrollWidth')).toBeLessThanOrEqual(375);
-      // Keyboard only: from the search box, Tab reaches the button, then the first card; Enter opens it.
+      // Keyboard only: from the search box, Tab passes the photo upload and the button, then reaches the first card; Enter opens it.
       await page.getByLabel('What are you looking for?').focus();
+      await page.keyboard.press('Tab');
+      expect(await page.evaluate<string>('document.activeElement.id')).toBe('input-photo');
       await page.keyboard.press('Tab');
       expect(await page.evaluate<string>('document.activeElement.textContent')).toBe('Search');
       await page.keyboard.press('Tab');
