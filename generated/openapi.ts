@@ -1319,7 +1319,7 @@ export interface paths {
         };
         /**
          * The published configuration as a reusable template, minus anything private.
-         * @description The display config, the input schema and the pipeline's stages (`stage_name`, `stage_id`, `stage_type`, `parameters`), with the number of collections instead of their ids: enough to rebuild the retriever over your own collections with `POST /v1/retrievers`. No id, key, password or organization detail. A password-protected retriever's template needs `X-Retriever-Password` like execute. Public: no key is needed.
+         * @description The display config, the input schema and the pipeline's stages (`stage_name`, `stage_id`, `stage_type`, `parameters`), with the number of collections instead of their ids: enough to rebuild the retriever over your own collections with `POST /v1/retrievers`. No id, key, password or organization detail. A password-protected retriever's template needs `X-Retriever-Password` (or its `prk_` key) like execute. Public: no key is needed.
          */
         get: operations["getPublicRetrieverTemplate"];
         put?: never;
@@ -6173,6 +6173,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description None, or the publication's `prk_` key (deprecated). */
+                "X-Public-API-Key"?: components["parameters"]["PublicApiKeyHeader"];
                 /** @description The password of a password-protected published retriever. */
                 "X-Retriever-Password"?: components["parameters"]["RetrieverPasswordHeader"];
             };

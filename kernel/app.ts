@@ -13,6 +13,7 @@ import { systemClock, type Clock as ClockShape } from './clock.js';
 import { createLogger, resolveLogFormat } from './logger.js';
 import { projectRoot } from './paths.js';
 import { Lifecycle as LifecycleService } from './lifecycle.js';
+import { TableStatistics } from './db/table-statistics.js';
 import { openDatabase } from './db/database.js';
 import { acquireHomeLock } from './db/home-lock.js';
 import { listenStartupError, natsStartupError } from './startup-errors.js';
@@ -44,6 +45,9 @@ import { createBlobStore } from './blobs/index.js';
 import { signingSecret } from './secrets.js';
 import { chooseEngine, createVectorIndex } from './vectors/index.js';
 import { SqlTextIndex, textIndexMigrations } from './text/text-index.js';
+
+/** How often the embedded database's tables are checked for growth that needs new planner statistics. */
+const TABLE_STATISTICS_INTERVAL_MS = 15_000;
 import { InferenceClient, startInferenceWorkers } from './inference/index.js';
 
 export interface KernelOverrides {
@@ -166,6 +170,12 @@ async function assembleCore(
   lifecycle.onShutdown('database', () => database.close());
   container.bind(T.DatabaseHandle).toConstantValue(database);
   const db = database.db;
+  if (database.kind === 'pglite') {
+    // PostgreSQL's autovacuum keeps its planner's statistics current; PGlite has none (kernel/db/table-statistics.ts).
+    const statistics = new TableStatistics(db, log.child({ component: 'table-statistics' }));
+    statistics.start(TABLE_STATISTICS_INTERVAL_MS);
+    lifecycle.onShutdown('table statistics', () => statistics.stop());
+  }
 
   const events: EventBusShape = config.natsUrl
     ? await NatsEventBus.connect(config.natsUrl, config.natsPrefix, log.child({ component: 'events' })).catch((err: unknown) => {

@@ -1,8 +1,8 @@
 /**
- * `tsx scripts/bench/execute-trace.ts [--runs N] [--cpu-profile FILE]`
+ * `tsx scripts/bench/execute-trace.ts [--runs N] [--docs D] [--cpu-profile FILE]`
  *
  * Where one saved `feature_search` execute through HTTP spends its time: N executes at one client over
- * 1,000 documents, then the database statements each execute issued (count and milliseconds per execute,
+ * D documents (default 1,000), then the database statements each execute issued (count and milliseconds per execute,
  * grouped by statement) and, with --cpu-profile, a V8 CPU profile of the timed executes only (open it in
  * Chrome DevTools). Embedded database unless BENCH_DATABASE_URL is set.
  */
@@ -18,8 +18,9 @@ import { DatabaseHandle } from '../../kernel/tokens.js';
 import { clusteredVectors } from '../../test/support/embeddings.js';
 import builtins from '../../plugins/index.js';
 
-const { values: args } = parseArgs({ options: { runs: { type: 'string', default: '100' }, 'cpu-profile': { type: 'string' } } });
+const { values: args } = parseArgs({ options: { runs: { type: 'string', default: '100' }, docs: { type: 'string', default: '1000' }, 'cpu-profile': { type: 'string' } } });
 const RUNS = Number(args.runs);
+const DOCS = Number(args.docs);
 const FEATURE = 'tessera://text_extractor@1.0/text_embedding';
 
 const home = await mkdtemp(path.join(os.tmpdir(), 'tessera-execute-trace-'));
@@ -49,10 +50,12 @@ try {
   await call('POST', '/v1/collections/create', {
     collection_name: 'trace', source: { type: 'bucket', bucket_id: 'unused' }, feature_extractors: [{ feature_extractor_name: 'text_extractor' }],
   });
-  const vectors = clusteredVectors(1_000, 384, 7, { clusters: 20 });
-  await call('POST', '/v1/collections/trace/documents/bulk', {
-    documents: vectors.map((v, i) => ({ key: `d${i}`, fields: { text: `document ${i}`, n: i }, vectors: { text_embedding: v } })),
-  });
+  const vectors = clusteredVectors(DOCS, 384, 7, { clusters: 20 });
+  for (let from = 0; from < DOCS; from += 1_000) {
+    await call('POST', '/v1/collections/trace/documents/bulk', {
+      documents: vectors.slice(from, from + 1_000).map((v, j) => ({ key: `d${from + j}`, fields: { text: `document ${from + j}`, n: from + j }, vectors: { text_embedding: v } })),
+    });
+  }
   const created = (await call('POST', '/v1/retrievers', {
     retriever_name: 'vec', collection_identifiers: ['trace'], input_schema: { vector: { type: 'array', required: true } },
     stages: [{ stage_name: 'search', stage_type: 'filter', config: { stage_id: 'feature_search', parameters: { searches: [{ feature_uri: FEATURE, query: { vector: '{{inputs.vector}}' }, top_k: 10 }], final_top_k: 10 } } }],

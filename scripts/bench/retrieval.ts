@@ -27,6 +27,7 @@ import { seededRandom } from '../../kernel/random.js';
 import { VectorIndex } from '../../kernel/tokens.js';
 import { HnswMemoryIndex } from '../../kernel/vectors/hnsw-memory.js';
 import { LanceDbIndex } from '../../kernel/vectors/lancedb.js';
+import { HttpLoad } from './http-load.js';
 import { featureIndexName } from '../../kernel/vectors/naming.js';
 import { parseFilter } from '../../kernel/filters/filter.js';
 import { clusteredVectors } from '../../test/support/embeddings.js';
@@ -247,24 +248,23 @@ async function overHttp(backend: string): Promise<void> {
     const hybrid = await retriever('hybrid', { vector: { type: 'array', required: true }, q: { type: 'text', required: true } }, {
       searches: [vectorSearch, { text_search: { query: '{{inputs.q}}' }, top_k: K }], fusion: 'rrf', final_top_k: K,
     });
-    const execute = async (id: string, inputs: Record<string, unknown>): Promise<number[]> => {
-      const out = await call('POST', `/v1/retrievers/${id}/execute`, { inputs });
-      if (out.status && out.status !== 'completed') throw new Error(`execution ${out.status}: ${JSON.stringify(out.error)}`);
-      return (out.documents as Array<{ payload?: { fields?: { n?: number } }; fields?: { n?: number } }>).map((d) => Number(d.payload?.fields?.n ?? d.fields?.n));
-    };
-    const search = (i: number) => execute(vec, { vector: queries[i] });
+    const load = new HttpLoad(kernel.url, { Authorization: `Bearer ${adminKey}`, 'X-Namespace': namespace });
+    const route = (id: string) => `/v1/retrievers/${id}/execute`;
+    const bodies = (inputs: (i: number) => Record<string, unknown>) => queries.map((_, i) => ({ inputs: inputs(i) }));
+    const timed = (id: string, inputs: (i: number) => Record<string, unknown>) => load.latencies(route(id), bodies(inputs), ['payload', 'fields', 'n']);
+    const byVector = (i: number) => ({ vector: queries[i] });
 
     // The first search builds the graph when the load did not (another process, or the index existed before).
     const tFirst = performance.now();
-    const first = await execute(vec, { vector: queries[0] });
+    const first = await load.latencies(route(vec), [{ inputs: byVector(0) }], ['payload', 'fields', 'n']);
     const firstMs = performance.now() - tFirst;
-    if (first.some((n) => !Number.isInteger(n))) throw new Error('documents came back without fields.n: check the response shape');
+    if (first.found[0]!.some((n) => !Number.isInteger(n))) throw new Error('documents came back without fields.n: check the response shape');
     const indexName = featureIndexName(collection.collection_id as string, 'text_embedding');
     const memory = vectorsEngine instanceof HnswMemoryIndex ? vectorsEngine.memory(indexName) : undefined;
     const rssAfter = process.memoryUsage().rss;
 
-    const one = await latencies(QUERIES, search);
-    const qps = await throughput(CLIENTS, SECONDS, search);
+    const one = await timed(vec, byVector);
+    const qps = await load.throughput(route(vec), bodies(byVector), CLIENTS, SECONDS);
     const rows: Row[] = [
       ['vector engine', vectorsEngine.engine],
       ['load through HTTP (bulk, 1,000 per request)', `${loadS.toFixed(1)} s = ${Math.round(DOCS / loadS)} docs/s`],
@@ -274,14 +274,15 @@ async function overHttp(backend: string): Promise<void> {
       [`feature_search QPS at ${CLIENTS} clients`, `${Math.round(qps)}`],
     ];
     for (const share of SHARES) {
-      const f = await latencies(QUERIES, (i) => execute(filtered, { vector: queries[i], share }));
+      const f = await timed(filtered, (i) => ({ vector: queries[i], share }));
       const plan = vectorsEngine instanceof HnswMemoryIndex ? ` (${vectorsEngine.lastPlan(indexName)})` : '';
       rows.push([`filter ${share}%: recall@10 / p50${plan}`, `${recall(f.found, share).toFixed(3)} / ${ms(f.p50)}`]);
     }
-    const text = await latencies(QUERIES, (i) => execute(lexical, { q: textQueries[i] }));
+    const text = await timed(lexical, (i) => ({ q: textQueries[i] }));
     rows.push(['text_search p50 / p95 at 1 client', `${ms(text.p50)} / ${ms(text.p95)}`]);
-    const fused = await latencies(QUERIES, (i) => execute(hybrid, { vector: queries[i], q: textQueries[i] }));
+    const fused = await timed(hybrid, (i) => ({ vector: queries[i], q: textQueries[i] }));
     rows.push(['hybrid (vector + BM25, rrf) p50 / p95', `${ms(fused.p50)} / ${ms(fused.p95)}`]);
+    await load.close();
     if (memory) {
       rows.push(['in-process index: vectors / bytes per vector', `${memory.vectors} / ${memory.bytesPerVector} (graph + 2 vector copies; payloads aside)`]);
     }

@@ -13,6 +13,7 @@ import type { Knex } from 'knex';
 import type { components } from '../../../generated/openapi.js';
 import type { EventBus } from '../../../kernel/events/event-bus.js';
 import type { RetrievalCacheInvalidation } from '../../../kernel/retrieval/cache.js';
+import type { DocumentReadCache } from './document-cache.js';
 import type { CollectionRow } from './store.js';
 
 export type DocumentAction = 'document.created' | 'document.updated' | 'document.deleted' | 'collection.deleted';
@@ -33,6 +34,7 @@ export class DocumentChanges {
     private readonly db: Knex,
     private readonly events: EventBus,
     private readonly cache: () => RetrievalCacheInvalidation | undefined,
+    private readonly documents: DocumentReadCache,
   ) {}
 
   /**
@@ -41,6 +43,8 @@ export class DocumentChanges {
    */
   async changed(collection: CollectionRow, action: DocumentAction, documentIds: readonly string[], extra: Record<string, unknown> = {}): Promise<void> {
     if (documentIds.length === 0 && action !== 'collection.deleted') return;
+    if (action === 'collection.deleted') this.documents.forgetAll();
+    else this.documents.forget(documentIds);
     const cache = this.cache();
     if (cache) {
       await cache.collectionsChanged({

@@ -25,6 +25,7 @@ import {
   DocumentSource,
   RetrievalCacheInvalidation,
 } from '../../../kernel/tokens.js';
+import { DocumentReadCache } from './document-cache.js';
 import { DocumentChanges } from './document-changes.js';
 import { collectionMigrations } from './migrations.js';
 import { CollectionDocumentSource } from './retrieval-source.js';
@@ -44,6 +45,8 @@ const Collections = createToken<CollectionService>('collections.CollectionServic
 const Store = createToken<CollectionStore>('collections.CollectionStore');
 /** Where processing writes documents (batches) and the documents API reads them. */
 export const Documents = createToken<DocumentStore>('collections.DocumentStore');
+/** Documents retrieval keeps in memory on the embedded database: code that writes around `DocumentChanges` (tests) forgets them here. */
+export const DocumentCache = createToken<DocumentReadCache>('collections.DocumentReadCache');
 const Processor = createToken<DocumentProcessor>('collections.DocumentProcessor');
 const DirectWriter = createToken<DirectDocumentWriter>('collections.DirectDocumentWriter');
 const Grants = createToken<DocumentGrants>('collections.DocumentGrants');
@@ -102,11 +105,15 @@ export default defineResource({
   name: 'collections',
   migrations: collectionMigrations,
   services: (container, services) => {
-    const store = new CollectionStore(services.get(DatabaseHandle).db);
+    // PGlite serves this process alone: definitions and documents retrieval reads can be kept in memory.
+    const onlyWriter = services.get(DatabaseHandle).kind === 'pglite';
+    const store = new CollectionStore(services.get(DatabaseHandle).db, { onlyWriter });
     container.bind(Store).toConstantValue(store);
     const documents = new DocumentStore(services.get(DatabaseHandle).db, services.get(TextIndex));
     container.bind(Documents).toConstantValue(documents);
-    const changes = new DocumentChanges(services.get(DatabaseHandle).db, services.get(EventBus), () => services.tryGet(RetrievalCacheInvalidation));
+    const documentCache = new DocumentReadCache(onlyWriter);
+    container.bind(DocumentCache).toConstantValue(documentCache);
+    const changes = new DocumentChanges(services.get(DatabaseHandle).db, services.get(EventBus), () => services.tryGet(RetrievalCacheInvalidation), documentCache);
     container.bind(Changes).toConstantValue(changes);
     const processor = new DocumentProcessor({
         db: services.get(DatabaseHandle).db,
@@ -126,7 +133,7 @@ export default defineResource({
     const direct = { db: services.get(DatabaseHandle).db, vectors: services.get(VectorIndex), plugins: services.get(PluginRegistry) };
     container.bind(DirectWriter).toConstantValue(new DirectDocumentWriter({ ...direct, documents }));
     container.bind(Grants).toConstantValue(new DocumentGrants({ ...direct, collections: store }));
-    container.bind(DocumentSource).toConstantValue(new CollectionDocumentSource(services.get(DatabaseHandle).db, store, services.get(PluginRegistry), services.get(VectorIndex)));
+    container.bind(DocumentSource).toConstantValue(new CollectionDocumentSource(services.get(DatabaseHandle).db, store, services.get(PluginRegistry), services.get(VectorIndex), documentCache));
     container.bind(Collections).toConstantValue(
       new CollectionService(
         store,

@@ -11,6 +11,7 @@ import type { DocumentListQuery, DocumentSource, DocumentVectorQuery, RetrievalF
 import { featureIndexName } from '../../../kernel/vectors/naming.js';
 import type { Distance, VectorIndex } from '../../../kernel/vectors/vector-index.js';
 import { resolveDocumentField, type DocumentRow } from './document-store.js';
+import type { DocumentReadCache } from './document-cache.js';
 import { documentView } from './document-view.js';
 import type { CollectionRow, CollectionStore } from './store.js';
 
@@ -23,18 +24,24 @@ function toStageDocument(row: DocumentRow, viewer: string | null): StageDocument
   return { document_id: row.document_id, collection_id: row.collection_id, payload: documentView(row, viewer) };
 }
 
+/** `visible()`'s condition for a row in memory: the principal owns the document or was granted it. */
+function visibleTo(row: DocumentRow, principalId: string | null): boolean {
+  return principalId === null || row.owner_principal === principalId || (Array.isArray(row.grants) && row.grants.includes(principalId));
+}
+
 export class CollectionDocumentSource implements DocumentSource {
   constructor(
     private readonly db: Knex,
     private readonly collections: CollectionStore,
     private readonly plugins: PluginRegistry,
     private readonly vectorIndex: VectorIndex,
+    private readonly cache: DocumentReadCache,
   ) {}
 
   async resolveCollections(organizationId: string, namespaceId: string, identifiers: readonly string[]): Promise<RetrievalCollection[]> {
     const out = new Map<string, RetrievalCollection>();
     for (const identifier of identifiers) {
-      const row = await this.collections.find(organizationId, namespaceId, identifier);
+      const row = await this.collections.findDefinition(organizationId, namespaceId, identifier);
       if (!row) throw new NotFoundError(`Collection '${identifier}' not found in this namespace`, { collection: identifier });
       out.set(row.collection_id, { collection_id: row.collection_id, collection_name: row.collection_name, namespace_id: row.namespace_id, features: this.featuresOf(row) });
     }
@@ -63,14 +70,25 @@ export class CollectionDocumentSource implements DocumentSource {
   async getByIds(organizationId: string, collectionIds: readonly string[], documentIds: readonly string[], principalId: string | null): Promise<StageDocument[]> {
     if (collectionIds.length === 0 || documentIds.length === 0) return [];
     const byId = new Map<string, StageDocument>();
-    const unique = [...new Set(documentIds)];
-    for (let i = 0; i < unique.length; i += ID_CHUNK) {
+    const wanted = new Set(collectionIds);
+    const missing: string[] = [];
+    for (const id of new Set(documentIds)) {
+      const row = this.cache.get(id);
+      if (row === undefined) missing.push(id);
+      // The same conditions as the query below, on the cached row.
+      else if (row.organization_id === organizationId && wanted.has(row.collection_id) && visibleTo(row, principalId)) byId.set(id, toStageDocument(row, principalId));
+    }
+    const generation = this.cache.mark();
+    for (let i = 0; i < missing.length; i += ID_CHUNK) {
       const q = this.db<DocumentRow>('documents')
         .where({ organization_id: organizationId })
         .whereIn('collection_id', [...collectionIds])
-        .whereIn('document_id', unique.slice(i, i + ID_CHUNK));
+        .whereIn('document_id', missing.slice(i, i + ID_CHUNK));
       this.visible(q, principalId);
-      for (const row of (await q) as DocumentRow[]) byId.set(row.document_id, toStageDocument(row, principalId));
+      for (const row of (await q) as DocumentRow[]) {
+        byId.set(row.document_id, toStageDocument(row, principalId));
+        if (this.cache.enabled) this.cache.keep(generation, row);
+      }
     }
     return documentIds.flatMap((id) => (byId.has(id) ? [byId.get(id)!] : []));
   }

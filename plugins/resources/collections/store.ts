@@ -1,5 +1,6 @@
 /** Collection rows, always within one organization (and namespace, for names). */
 import type { Knex } from 'knex';
+import { deepFreeze, LocalReadCache } from '../../../kernel/db/local-read-cache.js';
 import type { components } from '../../../generated/openapi.js';
 
 type Schemas = components['schemas'];
@@ -39,7 +40,24 @@ function toColumns(row: Partial<CollectionRow>): Record<string, unknown> {
 }
 
 export class CollectionStore {
-  constructor(private readonly db: Knex) {}
+  /** Rows by (organization, namespace, name or id) for `findDefinition`, kept while this process is the only writer. */
+  private readonly definitions: LocalReadCache<CollectionRow>;
+
+  constructor(private readonly db: Knex, options: { onlyWriter: boolean } = { onlyWriter: false }) {
+    this.definitions = new LocalReadCache({ enabled: options.onlyWriter, maxEntries: 10_000 });
+  }
+
+  /**
+   * `find` for what defines a collection (id, name, namespace, extractors, settings), from memory when it
+   * can be: `document_count` and `status` may be behind (they change without going through this store).
+   * The row is shared: never change it.
+   */
+  findDefinition(organizationId: string, namespaceId: string, nameOrId: string): Promise<CollectionRow | undefined> {
+    return this.definitions.read(`${organizationId}\u0000${namespaceId}\u0000${nameOrId}`, async () => {
+      const row = await this.find(organizationId, namespaceId, nameOrId);
+      return row && deepFreeze(row);
+    });
+  }
 
   /** By `col_` id or by name (case-insensitive) within a namespace. */
   find(organizationId: string, namespaceId: string, nameOrId: string): Promise<CollectionRow | undefined> {
@@ -65,15 +83,28 @@ export class CollectionStore {
     return this.db<CollectionRow>('collections').where({ organization_id: organizationId }).whereRaw(`source->>'${kind}' = ?`, [id]);
   }
 
+  // Every write forgets every cached definition: they are rare, and a rename changes which name finds which row.
   async insert(row: CollectionRow): Promise<void> {
-    await this.db('collections').insert(toColumns(row));
+    try {
+      await this.db('collections').insert(toColumns(row));
+    } finally {
+      this.definitions.forgetAll();
+    }
   }
 
   async update(collectionId: string, changes: Partial<CollectionRow>): Promise<void> {
-    await this.db('collections').where({ collection_id: collectionId }).update(toColumns(changes));
+    try {
+      await this.db('collections').where({ collection_id: collectionId }).update(toColumns(changes));
+    } finally {
+      this.definitions.forgetAll();
+    }
   }
 
   async delete(collectionId: string): Promise<void> {
-    await this.db('collections').where({ collection_id: collectionId }).delete();
+    try {
+      await this.db('collections').where({ collection_id: collectionId }).delete();
+    } finally {
+      this.definitions.forgetAll();
+    }
   }
 }

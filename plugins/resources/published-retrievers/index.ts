@@ -248,7 +248,9 @@ export default defineResource({
     getPublicRetrieverTemplate: async ({ params, services, req }) => {
       const row = await activePublication(services.get(Store), params.public_name);
       const address = visitor(services, req);
-      await authorizePublicCaller(accessOf(services), { row, apiKey: undefined, password: req.get('x-retriever-password'), needsPassword: true, visitor: address });
+      await authorizePublicCaller(accessOf(services), {
+        row, apiKey: req.get('x-public-api-key'), password: req.get('x-retriever-password'), needsPassword: true, visitor: address,
+      });
       await limitVisitor(services, row, address, 'read', READS_PER_VISITOR_PER_HOUR, HOUR_MS);
       const retriever = await services.get(RetrieverExecutor).find(row.organization_id, row.namespace_id, row.retriever_id);
       if (!retriever) throw new NotFoundError(`No published retriever is named '${row.public_name}'`);

@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import type { ExecutionRow, RetrieverStore } from './store.js';
 
 /** How long a record waits for others to share its insert. */
-const FLUSH_DELAY_MS = 5;
+const FLUSH_DELAY_MS = 25;
 /** Records per insert statement. */
 const MAX_BATCH = 200;
 /** Records kept for a retry while the database refuses them (oldest dropped beyond this, and logged). */

@@ -161,7 +161,8 @@ export default defineResource({
   name: 'retrievers',
   migrations: retrieverMigrations,
   services: (container, services) => {
-    const store = new RetrieverStore(services.get(DatabaseHandle).db);
+    // PGlite serves this process alone: its definitions can be kept in memory (kernel/db/local-read-cache.ts).
+    const store = new RetrieverStore(services.get(DatabaseHandle).db, { onlyWriter: services.get(DatabaseHandle).kind === 'pglite' });
     container.bind(Store).toConstantValue(store);
     const cache = new RetrieverCacheStore(services.get(DatabaseHandle).db, services.get(Clock), () => services.get(TaskQueue), (organizationId, namespaceId, nameOrId) =>
       store.find(organizationId, namespaceId, nameOrId),

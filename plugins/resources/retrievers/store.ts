@@ -1,5 +1,6 @@
 /** Retriever and execution rows, always within one organization (and namespace, for names). */
 import type { Knex } from 'knex';
+import { deepFreeze, LocalReadCache } from '../../../kernel/db/local-read-cache.js';
 import type { components } from '../../../generated/openapi.js';
 
 type Schemas = components['schemas'];
@@ -89,10 +90,22 @@ export interface RetrieverListQuery {
 }
 
 export class RetrieverStore {
-  constructor(private readonly db: Knex) {}
+  /** Definitions by (organization, namespace, name or id), kept while this process is the only writer. */
+  private readonly definitions: LocalReadCache<RetrieverRow>;
 
-  /** By `ret_` id or by name (case-insensitive) within a namespace. */
+  constructor(private readonly db: Knex, options: { onlyWriter: boolean } = { onlyWriter: false }) {
+    this.definitions = new LocalReadCache({ enabled: options.onlyWriter, maxEntries: 10_000 });
+  }
+
+  /** By `ret_` id or by name (case-insensitive) within a namespace. The row is shared: never change it. */
   find(organizationId: string, namespaceId: string, nameOrId: string): Promise<RetrieverRow | undefined> {
+    return this.definitions.read(`${organizationId}\u0000${namespaceId}\u0000${nameOrId}`, async () => {
+      const row = await this.findInDatabase(organizationId, namespaceId, nameOrId);
+      return row && deepFreeze(row);
+    });
+  }
+
+  private findInDatabase(organizationId: string, namespaceId: string, nameOrId: string): Promise<RetrieverRow | undefined> {
     return this.db<RetrieverRow>('retrievers')
       .where({ organization_id: organizationId, namespace_id: namespaceId })
       .where((q) => q.where({ retriever_id: nameOrId }).orWhereRaw('lower(retriever_name) = lower(?)', [nameOrId]))
@@ -123,16 +136,29 @@ export class RetrieverStore {
       .select('retriever_id', 'retriever_name');
   }
 
+  // Every write forgets every cached definition: they are rare, and a rename changes which name finds which row.
   async insert(row: RetrieverRow): Promise<void> {
-    await this.db('retrievers').insert(toColumns({ ...row }, RETRIEVER_JSON));
+    try {
+      await this.db('retrievers').insert(toColumns({ ...row }, RETRIEVER_JSON));
+    } finally {
+      this.definitions.forgetAll();
+    }
   }
 
   async update(retrieverId: string, changes: Partial<RetrieverRow>): Promise<void> {
-    await this.db('retrievers').where({ retriever_id: retrieverId }).update(toColumns({ ...changes }, RETRIEVER_JSON));
+    try {
+      await this.db('retrievers').where({ retriever_id: retrieverId }).update(toColumns({ ...changes }, RETRIEVER_JSON));
+    } finally {
+      this.definitions.forgetAll();
+    }
   }
 
   async delete(retrieverId: string): Promise<void> {
-    await this.db('retrievers').where({ retriever_id: retrieverId }).delete();
+    try {
+      await this.db('retrievers').where({ retriever_id: retrieverId }).delete();
+    } finally {
+      this.definitions.forgetAll();
+    }
   }
 
   async insertExecutions(rows: readonly ExecutionRow[]): Promise<void> {

@@ -8,6 +8,7 @@ import { Ajv } from 'ajv';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StageContext, StageDocument } from '../../../kernel/plugins.js';
 import { DatabaseHandle, RootLogger, TextIndex } from '../../../kernel/tokens.js';
+import { DocumentCache } from '../../../plugins/resources/collections/index.js';
 import textSearch, { type TextSearchParameters } from '../../../plugins/stages/text_search/index.js';
 import { startTestKernel, type TestKernel } from '../../support/kernel.js';
 import { runStageContract } from '../../support/stage-contract.js';
@@ -122,15 +123,20 @@ describe('text_search stage', () => {
   it("returns only the caller's principal's documents", async () => {
     const db = t.kernel.services.get(DatabaseHandle).db;
     const all = await textSearch.run(context(), [], parameters({ query: 'ships', top_k: 1 }));
+    // Owners changed straight in the database (no API changes an owner): the documents kept in memory are forgotten.
+    const forget = () => t.kernel.services.get(DocumentCache).forgetAll();
     await db('documents').where({ collection_id: chunks.collection_id }).update({ owner_principal: 'usr_other' });
+    forget();
     const ships = await textSearch.run(context(), [], parameters({ query: 'ships' }));
     await db('documents').where({ document_id: ships[1]!.document_id }).update({ owner_principal: 'usr_me' });
+    forget();
     // The best match belongs to someone else: top_k 1 still gives the caller its own match.
     const mine = await textSearch.run(context('usr_me'), [], parameters({ query: 'ships', top_k: 1 }));
     expect(mine.map((d) => d.document_id)).toEqual([ships[1]!.document_id]);
     expect(all[0]!.document_id).toBe(ships[0]!.document_id);
     expect(await textSearch.run(context('usr_nobody'), [], parameters({ query: 'ships' }))).toEqual([]);
     await db('documents').where({ collection_id: chunks.collection_id }).update({ owner_principal: null });
+    forget();
   });
 
   it('drops deleted documents and a deleted collection from the index', async () => {

@@ -207,6 +207,32 @@ describe('public retriever endpoints', () => {
     expect(template.body).toMatchObject({ template_name: 'open-lamps', collection_count: 1, input_schema: { n: { type: 'number', required: true } } });
     expect(template.body.stages[0]).toMatchObject({ stage_name: 'filter', stage_id: 'attribute_filter' });
     expect((await pub('GET', '/v1/public/retrievers/locked-lamps/template')).status).toBe(401);
+    expect((await pub('GET', '/v1/public/retrievers/locked-lamps/template', undefined, { 'X-Retriever-Password': PASSWORD })).status).toBe(200);
+    expect((await pub('GET', '/v1/public/retrievers/locked-lamps/template', undefined, { 'X-Public-API-Key': lockedKey })).status).toBe(200);
+    expect((await pub('POST', '/v1/public/retrievers/open-lamps/interactions', { document_id: 'd', interaction_type: ['VIEW'] }, { 'X-Public-API-Key': lockedKey })).status).toBe(401);
+    expect((await pub('POST', '/v1/public/retrievers/open-lamps/interactions', { document_id: 'd', interaction_type: ['VIEW'] }, { 'X-Public-API-Key': openKey })).status).toBe(200);
+  });
+
+  it('a failed execution: status failed with a readable error that names nothing internal (rule 8)', async () => {
+    const created = await f.api('POST', '/v1/retrievers', {
+      retriever_name: 'broken',
+      collection_identifiers: ['things'],
+      input_schema: { n: { type: 'number', required: true } },
+      stages: [
+        { stage_name: 'filter', config: { stage_id: 'attribute_filter', parameters: { filters: { AND: [{ field: 'n', operator: 'lte', value: '{{inputs.n}}' }] } } } },
+        { stage_name: 'reshape', config: { stage_id: 'json_transform', parameters: { template: '{{ doc.fields.title }}' } } },
+      ],
+    });
+    expect(created.status, created.text).toBe(201);
+    f.secrets.add(created.body.retriever.retriever_id);
+    await f.api('POST', '/v1/retrievers/broken/publish', { public_name: 'broken-lamps', display_config: EXPOSED });
+    const r = await pub('POST', '/v1/public/retrievers/broken-lamps/execute', { inputs: { n: 1 } });
+    expect(r.status, r.text).toBe(200);
+    expect(r.body.status).toBe('failed');
+    expect(r.body.error).toMatch(/could not be completed .*execution history/);
+    expect(r.body.error).not.toMatch(/reshape|json_transform/);
+    const owner = await f.api('GET', `/v1/retrievers/broken/executions/${r.body.execution_id}`);
+    expect(owner.body.error).toMatch(/reshape/);
   });
 
   it('answers 429 with Retry-After past the per-retriever limit', async () => {
@@ -216,6 +242,16 @@ describe('public retriever endpoints', () => {
     expect(third.status).toBe(429);
     expect(third.body.error.type).toBe('RateLimitError');
     expect(Number(third.headers.get('retry-after'))).toBeGreaterThan(0);
+  });
+
+  it('removes a password: the retriever answers everyone again', async () => {
+    await f.retriever('was-locked');
+    await f.api('POST', '/v1/retrievers/was-locked/publish', { public_name: 'was-locked', password: PASSWORD });
+    expect((await pub('POST', '/v1/public/retrievers/was-locked/execute', { inputs: { n: 0 } })).status).toBe(401);
+    const patched = await f.api('PATCH', '/v1/retrievers/was-locked/publish', { password: null });
+    expect(patched.body.password_protected).toBe(false);
+    expect((await pub('POST', '/v1/public/retrievers/was-locked/execute', { inputs: { n: 0 } })).status).toBe(200);
+    await f.api('DELETE', '/v1/retrievers/was-locked/publish');
   });
 
   it('answers 429 past the per-address limit', async () => {

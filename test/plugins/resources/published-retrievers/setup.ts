@@ -21,8 +21,8 @@ export interface PublishedFixture {
 
 export const SECRET_NOTE = 'internal-note-9f3a7c';
 
-export async function startPublishedFixture(): Promise<PublishedFixture> {
-  const t = await startTestKernel({ config: { runTasks: false } });
+export async function startPublishedFixture(config: { signingSecret?: string } = {}): Promise<PublishedFixture> {
+  const t = await startTestKernel({ config: { runTasks: false, ...config } });
   const me = (await t.client().GET('/v1/me', {})).data!;
   const organizationId = me.organization.organization_id;
   const api = (method: string, path: string, body?: unknown) =>

@@ -1,0 +1,111 @@
+/**
+ * The benchmarks' HTTP client, in a worker thread: requests are timed on another event loop than the
+ * service's (which the benches start in their own process), the way a separate client would see them,
+ * and the client's own work (serializing, parsing) is not charged to the service. Bodies are serialized
+ * before timing starts; connections are kept alive, one per client.
+ */
+import { Worker } from 'node:worker_threads';
+
+export interface LatencyRun {
+  p50: number;
+  p95: number;
+  /** Per request, the numbers read at `pick` from each returned document. */
+  found: number[][];
+}
+
+/** Runs in the worker: plain JavaScript (no TypeScript loader in worker threads). */
+const WORKER = `
+const { parentPort } = require('node:worker_threads');
+const http = require('node:http');
+const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+function send(url, headers, body) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method: 'POST', agent, headers: { ...headers, 'Content-Length': Buffer.byteLength(body) } }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        if (res.statusCode !== 200) reject(new Error('HTTP ' + res.statusCode + ': ' + text.slice(0, 300)));
+        else resolve(text);
+      });
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+function pickAll(text, path) {
+  const out = JSON.parse(text);
+  if (out.status && out.status !== 'completed') throw new Error('execution ' + out.status + ': ' + JSON.stringify(out.error));
+  return out.documents.map((d) => path.reduce((v, k) => (v == null ? v : v[k]), d));
+}
+parentPort.on('message', async (job) => {
+  try {
+    if (job.kind === 'latencies') {
+      const times = [], found = [];
+      for (const body of job.bodies) {
+        const t0 = performance.now();
+        const text = await send(job.url, job.headers, body);
+        times.push(performance.now() - t0);
+        found.push(pickAll(text, job.pick));
+      }
+      parentPort.postMessage({ ok: true, times, found });
+    } else {
+      let done = 0;
+      const until = performance.now() + job.seconds * 1000;
+      await Promise.all(Array.from({ length: job.clients }, async (_, c) => {
+        for (let i = c; performance.now() < until; i += job.clients) {
+          await send(job.url, job.headers, job.bodies[i % job.bodies.length]);
+          done++;
+        }
+      }));
+      parentPort.postMessage({ ok: true, done });
+    }
+  } catch (err) {
+    parentPort.postMessage({ ok: false, error: String(err && err.stack || err) });
+  }
+});
+`;
+
+const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+
+export class HttpLoad {
+  private readonly worker = new Worker(WORKER, { eval: true });
+
+  constructor(
+    private readonly baseUrl: string,
+    private readonly headers: Record<string, string>,
+  ) {}
+
+  /** One request at a time, each body once, in order. `pick` is the path of the number read from each document. */
+  async latencies(route: string, bodies: readonly unknown[], pick: readonly string[]): Promise<LatencyRun> {
+    const out = await this.run<{ times: number[]; found: number[][] }>({ kind: 'latencies', ...this.job(route, bodies), pick });
+    const times = [...out.times].sort((a, b) => a - b);
+    return { p50: pct(times, 50), p95: pct(times, 95), found: out.found.map((row) => row.map(Number)) };
+  }
+
+  /** Requests per second with `clients` requests in flight for `seconds`, cycling through the bodies. */
+  async throughput(route: string, bodies: readonly unknown[], clients: number, seconds: number): Promise<number> {
+    const out = await this.run<{ done: number }>({ kind: 'throughput', ...this.job(route, bodies), clients, seconds });
+    return out.done / seconds;
+  }
+
+  async close(): Promise<void> {
+    await this.worker.terminate();
+  }
+
+  private job(route: string, bodies: readonly unknown[]) {
+    return {
+      url: `${this.baseUrl}${route}`,
+      headers: { ...this.headers, 'Content-Type': 'application/json' },
+      bodies: bodies.map((b) => JSON.stringify(b)),
+    };
+  }
+
+  private run<T>(job: Record<string, unknown>): Promise<T> {
+    return new Promise((resolve, reject) => {
+      this.worker.once('message', (msg: { ok: boolean; error?: string } & T) => (msg.ok ? resolve(msg) : reject(new Error(msg.error))));
+      this.worker.postMessage(job);
+    });
+  }
+}
