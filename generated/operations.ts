@@ -714,6 +714,26 @@ export const operationTable = {
     "body": null,
     "credits": 0
   },
+  "getSearchPage": {
+    "method": "get",
+    "path": "/p/{public_name}",
+    "permission": "none",
+    "public": true,
+    "scope": null,
+    "namespaceHeader": null,
+    "body": null,
+    "credits": 0
+  },
+  "getSearchPageAsset": {
+    "method": "get",
+    "path": "/p/assets/{asset_name}",
+    "permission": "none",
+    "public": true,
+    "scope": null,
+    "namespaceHeader": null,
+    "body": null,
+    "credits": 0
+  },
   "getUpload": {
     "method": "get",
     "path": "/v1/buckets/{bucket_identifier}/uploads/{upload_id}",

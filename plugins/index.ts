@@ -24,6 +24,7 @@ import users from './resources/users/index.js';
 import retrievers from './resources/retrievers/index.js';
 import publishedRetrievers from './resources/published-retrievers/index.js';
 import marketplace from './resources/marketplace/index.js';
+import searchPage from './resources/search-page/index.js';
 import aggregate from './stages/aggregate/index.js';
 import attributeFilter from './stages/attribute_filter/index.js';
 import deduplicate from './stages/deduplicate/index.js';
@@ -56,6 +57,7 @@ export default [
   retrievers,
   publishedRetrievers,
   marketplace,
+  searchPage,
   attributeFilter,
   featureSearch,
   sortAttribute,

@@ -30,6 +30,8 @@ export interface Operation {
   body: Schema | 'binary' | null;
   bodyRequired: boolean;
   public: boolean;
+  /** Error statuses the operation documents as an HTML page for people (e.g. the search page's 404), not JSON. */
+  htmlErrorStatuses: number[];
 }
 
 export interface FuzzRequest {
@@ -139,6 +141,10 @@ export function operationsOf(doc: ApiDocument): Operation[] {
         body,
         bodyRequired: requestBody.required === true,
         public: Array.isArray(op.security) && op.security.length === 0,
+        htmlErrorStatuses: Object.entries((op.responses ?? {}) as Record<string, unknown>).flatMap(([status, response]) => {
+          const content = deref(doc, response).content as Record<string, unknown> | undefined;
+          return Number(status) >= 400 && content?.['text/html'] && !content['application/json'] ? [Number(status)] : [];
+        }),
       });
     }
   }
