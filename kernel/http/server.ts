@@ -24,6 +24,7 @@ import { errorBody, mapError } from './error-mapper.js';
 import type { AnyHandler } from './handlers.js';
 import { OperationMatcher, operations, type OperationId, type OperationSpec } from './operations.js';
 import type { RequestLog } from './request-log.js';
+import { ArrayLimits } from './array-limits.js';
 import { PerPathValidator } from './validation.js';
 
 export interface HttpDependencies {
@@ -63,6 +64,7 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
   const bodyRequired = operationsRequiringBody(deps.apiDocument);
   const json = express.json({ limit: deps.jsonBodyLimit, verify: refuseDeepJson });
   const validator = new PerPathValidator({ apiDocument: deps.apiDocument, validateResponses: deps.validateResponses });
+  const arrayLimits = new ArrayLimits(deps.apiDocument);
   const run = (middleware: (req: Request, res: Response, next: NextFunction) => void, req: Request, res: Response) =>
     new Promise<void>((resolve, reject) => middleware(req, res, (err?: unknown) => (err ? reject(err) : resolve())));
 
@@ -155,6 +157,7 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
       throw new RequestValidationError([{ loc: ['body'], msg: 'A JSON request body is required', type: 'missing' }]);
     }
     if (hasBody || req.get('content-type') !== undefined) await run(json, req, res);
+    arrayLimits.check(arrayLimits.bodySchema(operation.path, operation.method), req.body, ['body']);
     await run((q, r, n) => validator.validate(operation.path, q, r, n), req, res);
     const problem =
       unstorableText(req.body, ['body']) ?? unstorableText(contextOf(res).pathParams, ['path']) ?? unstorableText(req.query, ['query']);
