@@ -9,7 +9,7 @@
  * Key segments become directories named `<segment>.d` and the blob file `<last>.blob`; the suffixes
  * keep file and directory names apart, so `a` and `a/b` can both be keys, as on S3.
  */
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:crypto';
 import { constants as fsConstants } from 'node:fs';
 import { access, mkdir, open, readdir, rename, rmdir, unlink, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
@@ -81,38 +81,46 @@ interface Trailer {
   createdAt: string;
 }
 
-function sign(payload: string, secret: Buffer): Buffer {
-  return createHmac('sha256', secret).update(payload).digest();
+/** The token key: derived from the signing secret, for this use only. */
+function tokenKey(secret: Buffer): Buffer {
+  return Buffer.from(hkdfSync('sha256', secret, Buffer.alloc(0), 'tessera presigned blob token v2', 32));
 }
 
+/**
+ * A presigned-URL token: the grant sealed with AES-256-GCM (`<iv>.<ciphertext + tag>`, base64url). Sealed,
+ * not only signed: the storage key inside names the organization and namespace, and a URL handed to a
+ * public visitor must not show them.
+ */
 export function signBlobToken(grant: BlobGrant, secret: Buffer): string {
   const payload: TokenPayload = { k: grant.key, m: grant.method, e: Math.floor(grant.expiresAt.getTime() / 1000) };
   if (grant.contentType !== undefined) payload.ct = grant.contentType;
   if (grant.maxBytes !== undefined) payload.mx = grant.maxBytes;
   if (grant.filename !== undefined) payload.fn = grant.filename;
-  const encoded = Buffer.from(JSON.stringify(payload)).toString('base64url');
-  return `${encoded}.${sign(encoded, secret).toString('base64url')}`;
+  const iv = randomBytes(12);
+  const cipher = createCipheriv('aes-256-gcm', tokenKey(secret), iv);
+  const sealed = Buffer.concat([cipher.update(JSON.stringify(payload), 'utf8'), cipher.final(), cipher.getAuthTag()]);
+  return `${iv.toString('base64url')}.${sealed.toString('base64url')}`;
 }
 
 /**
- * Checks a presigned-URL token. Throws AuthenticationError when it is malformed, its signature does
- * not match, it has expired at `now`, or (when `method` is given) it was issued for another method.
+ * Checks a presigned-URL token. Throws AuthenticationError when it is malformed, was not sealed with this
+ * secret (or was altered), has expired at `now`, or (when `method` is given) was issued for another method.
  */
 export function verifyBlobToken(token: string, secret: Buffer, now: Date, method?: 'GET' | 'PUT'): BlobGrant {
   const parts = typeof token === 'string' ? token.split('.') : [];
   if (parts.length !== 2 || !parts[0] || !parts[1]) throw new AuthenticationError('Malformed storage token');
-  const [encoded, signature] = parts as [string, string];
-  const expected = sign(encoded, secret);
-  const given = Buffer.from(signature, 'base64url');
-  // Compare MACs in constant time; the length check reveals nothing (all valid MACs are 32 bytes).
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
-    throw new AuthenticationError('Invalid storage token signature');
-  }
+  const iv = Buffer.from(parts[0], 'base64url');
+  const sealed = Buffer.from(parts[1], 'base64url');
+  if (iv.length !== 12 || sealed.length <= 16) throw new AuthenticationError('Malformed storage token');
   let payload: TokenPayload;
   try {
-    payload = JSON.parse(Buffer.from(encoded, 'base64url').toString('utf8')) as TokenPayload;
+    const decipher = createDecipheriv('aes-256-gcm', tokenKey(secret), iv);
+    decipher.setAuthTag(sealed.subarray(sealed.length - 16));
+    const plain = Buffer.concat([decipher.update(sealed.subarray(0, sealed.length - 16)), decipher.final()]);
+    payload = JSON.parse(plain.toString('utf8')) as TokenPayload;
   } catch {
-    throw new AuthenticationError('Malformed storage token');
+    // A wrong tag (altered, or another secret) and a sealed payload that is not JSON alike.
+    throw new AuthenticationError('Invalid storage token');
   }
   if (typeof payload?.k !== 'string' || (payload.m !== 'GET' && payload.m !== 'PUT') || !Number.isInteger(payload.e)) {
     throw new AuthenticationError('Malformed storage token');

@@ -114,7 +114,7 @@ describe('LocalBlobStore presigned URL tokens', () => {
     });
   });
 
-  it('refuses a tampered payload, a tampered signature, another secret and malformed tokens', async () => {
+  it('refuses a tampered payload, a tampered seal, another secret and malformed tokens', async () => {
     const token = tokenOf((await store.presignGet('org_x/a', { expiresInSeconds: 60 })).url);
     const [payload, signature] = token.split('.') as [string, string];
     const forged = Buffer.from(JSON.stringify({ k: 'org_y/a', m: 'GET', e: 1_999_999_999 })).toString('base64url');
@@ -123,11 +123,21 @@ describe('LocalBlobStore presigned URL tokens', () => {
       expect(() => verifyBlobToken(bad, secret, clock.now()), bad).toThrow(AuthenticationError);
     }
     expect(() => verifyBlobToken(token, randomBytes(32), clock.now())).toThrow(AuthenticationError);
-    // A well-signed payload that is not a grant is still refused.
+    // Something that looks like the old signed format is refused too.
     const junk = Buffer.from('"just a string"').toString('base64url');
     const { createHmac } = await import('node:crypto');
     const junkSig = createHmac('sha256', secret).update(junk).digest('base64url');
     expect(() => verifyBlobToken(`${junk}.${junkSig}`, secret, clock.now())).toThrow(AuthenticationError);
+  });
+
+  it('seals the storage key: a token (a public visitor may see one) does not show it', async () => {
+    const token = tokenOf((await store.presignGet('org_secret_owner/ns_hidden/a', { expiresInSeconds: 60 })).url);
+    const readable = token.split('.').map((part) => Buffer.from(part, 'base64url').toString('latin1')).join(' ') + token;
+    expect(readable).not.toContain('org_secret_owner');
+    expect(readable).not.toContain('ns_hidden');
+    expect(verifyBlobToken(token, secret, clock.now()).key).toBe('org_secret_owner/ns_hidden/a');
+    // Two tokens for the same grant differ (a fresh IV each time).
+    expect(tokenOf((await store.presignGet('org_secret_owner/ns_hidden/a', { expiresInSeconds: 60 })).url)).not.toBe(token);
   });
 
   it('refuses an expired token, judged by the injected clock', async () => {
