@@ -117,15 +117,24 @@ describe('feature_search end to end', () => {
     expect(wrongDims.body).toMatchObject({ status: 'failed', error: expect.stringContaining('3 dimensions') });
   });
 
-  it('stops at max_inference_calls after the stage that spent them, returning its documents', async () => {
+  it('never passes max_inference_calls: a query embedding that would is not made, and nothing after it runs', async () => {
     const run = await api('POST', '/v1/retrievers/execute', {
       collection_identifiers: ['chunks'], input_schema: {}, inputs: {}, budget_limits: { max_inference_calls: 0 },
       stages: [search('glaciers'), { stage_name: 'one', config: { stage_id: 'limit', parameters: { limit: 1 } } }],
     });
     expect(run.body.status).toBe('budget_exceeded');
-    expect(run.body.budget.exceeded).toEqual({ limit: 'max_inference_calls', value: 0, used: 1, stopped_before: 'one' });
-    expect(run.body.documents.length).toBeGreaterThan(1);
+    expect(run.body.budget.exceeded).toEqual({ limit: 'max_inference_calls', value: 0, used: 0, stopped_before: 'search' });
+    expect(run.body.budget.inference_calls).toBe(0);
+    expect(run.body.documents).toEqual([]);
+    expect(run.body.stage_statistics.stages.search.status).toBe('skipped');
     expect(run.body.stage_statistics.stages.one.status).toBe('skipped');
+    // One call allowed: the search makes it and the pipeline completes.
+    const enough = await api('POST', '/v1/retrievers/execute', {
+      collection_identifiers: ['chunks'], input_schema: {}, inputs: {}, budget_limits: { max_inference_calls: 1 },
+      stages: [search('glaciers'), { stage_name: 'one', config: { stage_id: 'limit', parameters: { limit: 1 } } }],
+    });
+    expect(enough.body.budget.inference_calls).toBe(1);
+    expect(enough.body.documents).toHaveLength(1);
   });
 
   it('refines the documents of an earlier stage, then sorts and cuts them', async () => {
