@@ -119,4 +119,13 @@ export const retrieverMigrations: Migration[] = [
       });
     },
   },
+  {
+    // history-inputs.ts: inputs are stored as text (query vectors packed as float64 bytes), kept in the row's
+    // page when they fit (`main`: compressed if it helps, moved out of line only as a last resort).
+    name: '0006_execution_inputs_packed',
+    async up(db) {
+      await db.raw('alter table retriever_executions alter column inputs type text using inputs::text');
+      await db.raw('alter table retriever_executions alter column inputs set storage main');
+    },
+  },
 ];

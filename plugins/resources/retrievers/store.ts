@@ -2,6 +2,7 @@
 import type { Knex } from 'knex';
 import { deepFreeze, LocalReadCache } from '../../../kernel/db/local-read-cache.js';
 import type { components } from '../../../generated/openapi.js';
+import { packInputs, unpackInputs } from './history-inputs.js';
 
 type Schemas = components['schemas'];
 
@@ -57,12 +58,17 @@ const RETRIEVER_JSON = [
   'collection_identifiers', 'collection_ids', 'input_schema', 'stages', 'budget_limits', 'feature_dependencies', 'stage_versions',
   'tags', 'display_config', 'cache_config', 'cache_stage_names',
 ] as const;
-const EXECUTION_JSON = ['inputs', 'collection_ids', 'result_document_ids', 'result_scores', 'stage_statistics', 'budget'] as const;
+const EXECUTION_JSON = ['collection_ids', 'result_document_ids', 'result_scores', 'stage_statistics', 'budget'] as const;
 
 function toColumns(row: Record<string, unknown>, json: readonly string[]): Record<string, unknown> {
   const out: Record<string, unknown> = { ...row };
   for (const column of json) if (column in out) out[column] = JSON.stringify(out[column]);
   return out;
+}
+
+/** A history row as read, its stored inputs text turned back into the inputs. */
+function withInputs(row: ExecutionRow): ExecutionRow {
+  return { ...row, inputs: unpackInputs(row.inputs) };
 }
 
 export interface InteractionRow {
@@ -163,7 +169,7 @@ export class RetrieverStore {
 
   async insertExecutions(rows: readonly ExecutionRow[]): Promise<void> {
     if (rows.length === 0) return;
-    await this.db('retriever_executions').insert(rows.map((row) => toColumns({ ...row }, EXECUTION_JSON)));
+    await this.db('retriever_executions').insert(rows.map((row) => toColumns({ ...row, inputs: packInputs(row.inputs) }, EXECUTION_JSON)));
   }
 
   /** `principalId` (user-scoped keys): only the executions that principal ran (their results name its documents). */
@@ -173,13 +179,14 @@ export class RetrieverStore {
     const [counted] = (await q.clone().count({ count: '*' })) as Array<{ count: string | number }>;
     const count = counted?.count ?? 0;
     const rows = await q.orderBy([{ column: 'started_at', order: 'desc' }, { column: 'execution_id', order: 'desc' }]).limit(limit).offset(offset);
-    return { rows, total: Number(count) };
+    return { rows: rows.map(withInputs), total: Number(count) };
   }
 
-  findExecution(retrieverId: string, executionId: string, principalId: string | null): Promise<ExecutionRow | undefined> {
+  async findExecution(retrieverId: string, executionId: string, principalId: string | null): Promise<ExecutionRow | undefined> {
     const q = this.db<ExecutionRow>('retriever_executions').where({ retriever_id: retrieverId, execution_id: executionId });
     if (principalId) q.where({ principal_id: principalId });
-    return q.first();
+    const row = await q.first();
+    return row && withInputs(row);
   }
 
   async insertInteractions(rows: readonly InteractionRow[]): Promise<void> {

@@ -69,6 +69,24 @@ describe('retriever execution history, written behind the answer', () => {
     expect(second.body.documents).toHaveLength(2);
   });
 
+  it('gives back a query vector exactly as it was sent (kept packed in the history row), and pages a cursor over it', async () => {
+    await api('POST', '/v1/retrievers', {
+      ...retriever('vectored'),
+      input_schema: { n: { type: 'number', required: true }, probe: { type: 'array', required: false } },
+    });
+    const probe = Array.from({ length: 384 }, (_, i) => Math.sin(i) / 3 + 1e-17 * i);
+    const inputs = { n: 5, probe, nested: { pair: [1, 2], many: [probe.slice(0, 20), 'x'] } };
+    const first = await api('POST', '/v1/retrievers/vectored/execute', { inputs, pagination: { method: 'cursor', page_size: 2 } });
+    expect(first.status, first.text).toBe(200);
+    const second = await api('POST', '/v1/retrievers/vectored/execute', { inputs, pagination: { method: 'cursor', cursor: first.body.pagination.cursor } });
+    expect(second.status, second.text).toBe(200);
+    expect(second.body.documents).toHaveLength(2);
+    const one = await api('GET', `/v1/retrievers/vectored/executions/${first.body.execution_id}`);
+    expect(one.body.inputs).toEqual(inputs);
+    const stored = await t.kernel.services.get(DatabaseHandle).db('retriever_executions').where({ execution_id: first.body.execution_id }).first();
+    expect(String(stored.inputs).length).toBeLessThan(JSON.stringify(inputs).length * 0.6);
+  });
+
   it('deletes a retriever executed a moment before, its history with it', async () => {
     await api('POST', '/v1/retrievers', retriever('gone'));
     expect((await api('POST', '/v1/retrievers/gone/execute', { inputs: { n: 1 } })).status).toBe(200);
