@@ -2,12 +2,13 @@
  * How an execution's `inputs` are stored in the history. Query vectors dominate them: 384 numbers are
  * ~7.5 KB of JSON text, which PostgreSQL parses number by number into jsonb and then moves out of line
  * (TOAST) — most of what recording an execution cost. Long arrays of finite numbers are therefore kept as
- * little-endian float64 bytes in base64 (lossless, ~2.4× smaller, no number parsing), small enough for
- * the row to stay in its page.
+ * little-endian bytes in base64 — float32 when every number of the inputs' arrays is exactly a float32
+ * (what embedders produce), float64 otherwise: lossless either way, 3.7× or 1.8× smaller than the JSON, no
+ * number parsing, and small enough for the row to stay in its page.
  *
  * The stored text is either the plain JSON of the inputs (it starts with `{`), or `P` followed by the
  * JSON `{"inputs": <inputs with each packed array replaced by null>, "paths": [[key, ...], ...],
- * "f64": "<base64>"}`: the paths say exactly where each array goes back, so no value a caller sends can
+ * "f32" or "f64": "<base64>"}` (each array's length, then its numbers): the paths say exactly where each array goes back, so no value a caller sends can
  * be mistaken for a packed one.
  */
 
@@ -19,7 +20,8 @@ type Path = Array<string | number>;
 interface Packed {
   inputs: unknown;
   paths: Path[];
-  f64: string;
+  f32?: string;
+  f64?: string;
 }
 
 function packable(value: unknown): value is number[] {
@@ -49,14 +51,16 @@ export function packInputs(inputs: Record<string, unknown>): string {
   };
   const template = strip(inputs, []);
   if (arrays.length === 0) return JSON.stringify(inputs);
-  const numbers = new Float64Array(arrays.reduce((n, a) => n + a.length + 1, 0));
+  const single = arrays.every((array) => array.every((x) => Math.fround(x) === x)) && arrays.every((array) => Math.fround(array.length) === array.length);
+  const numbers = single ? new Float32Array(arrays.reduce((n, a) => n + a.length + 1, 0)) : new Float64Array(arrays.reduce((n, a) => n + a.length + 1, 0));
   let at = 0;
   for (const array of arrays) {
     numbers[at++] = array.length;
     numbers.set(array, at);
     at += array.length;
   }
-  const packed: Packed = { inputs: template, paths, f64: Buffer.from(numbers.buffer).toString('base64') };
+  const bytes = Buffer.from(numbers.buffer).toString('base64');
+  const packed: Packed = single ? { inputs: template, paths, f32: bytes } : { inputs: template, paths, f64: bytes };
   return `P${JSON.stringify(packed)}`;
 }
 
@@ -65,8 +69,9 @@ export function unpackInputs(stored: unknown): Record<string, unknown> {
   if (typeof stored !== 'string') return (stored ?? {}) as Record<string, unknown>;
   if (!stored.startsWith('P')) return JSON.parse(stored) as Record<string, unknown>;
   const packed = JSON.parse(stored.slice(1)) as Packed;
-  const bytes = Buffer.from(packed.f64, 'base64');
-  const numbers = new Float64Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength));
+  const bytes = Buffer.from(packed.f32 ?? packed.f64 ?? '', 'base64');
+  const buffer = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
+  const numbers = packed.f32 !== undefined ? new Float32Array(buffer) : new Float64Array(buffer);
   let at = 0;
   const root = { value: packed.inputs };
   for (const path of packed.paths) {
