@@ -10,7 +10,9 @@
  *   changed since, re-reading them from the durable engine. So a write acknowledged by any API process
  *   sharing the database is seen by the next search of every process.
  * - A graph is built from the durable engine on an index's first search in a process (the build time is
- *   logged), or kept from creation when the index is created here.
+ *   logged), or kept from creation when the index is created here. A small index is built before that
+ *   search answers; a large one (a restarted process, 100,000 vectors: tens of seconds) is built in the
+ *   background while the durable engine answers, then brought up to date from the change log and used.
  * - `get` and `count` read the durable engine; a process keeps at most `maxVectors` vectors in memory
  *   (least recently searched indexes go first; a larger index is searched in the durable engine).
  */
@@ -49,6 +51,11 @@ export interface HnswMemoryOptions {
   graph?: Partial<MemoryGraphOptions>;
   /** Vectors held in memory at most, over all indexes (default 2,000,000). */
   maxVectors?: number;
+  /**
+   * An index with more vectors than this is built in the background on a process's first search, the
+   * durable engine answering until it is ready (default 20,000: about a second or two of building).
+   */
+  buildInBackgroundAbove?: number;
 }
 
 /** Writes between yields to the event loop while a graph is being built or extended. */
@@ -65,6 +72,10 @@ export class HnswMemoryIndex implements VectorIndex {
   private readonly graphChains = new Map<string, Promise<unknown>>();
   private readonly options: MemoryGraphOptions;
   private readonly maxVectors: number;
+  private readonly buildInBackgroundAbove: number;
+  /** Graphs being built in the background, by index. */
+  private readonly builds = new Map<string, Promise<void>>();
+  private closed = false;
 
   constructor(
     private readonly durable: DurableVectorIndex,
@@ -75,6 +86,12 @@ export class HnswMemoryIndex implements VectorIndex {
     this.changes = new ChangeLog(db, { prefix: 'vector_log' });
     this.options = { ...DEFAULT_GRAPH_OPTIONS, ...settings.graph };
     this.maxVectors = settings.maxVectors ?? 2_000_000;
+    this.buildInBackgroundAbove = settings.buildInBackgroundAbove ?? 20_000;
+  }
+
+  /** Resolves when no graph of the index is being built in the background (tests). */
+  async built(name: string): Promise<void> {
+    await this.builds.get(name);
   }
 
   /** The plan of the last search of an index in this process (tests, benchmark). */
@@ -166,7 +183,10 @@ export class HnswMemoryIndex implements VectorIndex {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     this.graphs.clear();
+    // A background build stops at its next slice (putAll), before the durable engine closes under it.
+    await Promise.all(this.builds.values());
     await this.durable.close();
   }
 
@@ -212,10 +232,44 @@ export class HnswMemoryIndex implements VectorIndex {
   private async catchUp(name: string, head: ChangeLogHead): Promise<MemoryGraph | undefined> {
     let graph = this.graphs.get(name);
     if (graph && graph.generation === head.generation && graph.version >= head.version) return graph;
-    if (graph && (graph.generation !== head.generation || graph.wasteful || !(await this.replay(name, graph)))) graph = undefined;
-    graph ??= await this.load(name);
+    if (graph && (graph.generation !== head.generation || graph.wasteful || !(await this.replay(name, graph)))) {
+      graph = undefined;
+      this.graphs.delete(name);
+    }
+    if (!graph) {
+      if (this.builds.has(name)) return undefined;
+      if ((await this.durable.count(name)) > this.buildInBackgroundAbove) {
+        this.buildInBackground(name);
+        return undefined;
+      }
+      graph = await this.load(name);
+    }
     if (graph) this.remember(graph);
     return graph;
+  }
+
+  /**
+   * Builds the index's graph outside the graph chain (searches meanwhile go to the durable engine, writes
+   * go on), then, in the chain, replays what changed since the build began and puts the graph in use. A
+   * build overtaken by a change it cannot replay (a new generation, a filtered delete) is dropped: the
+   * next search starts another.
+   */
+  private buildInBackground(name: string): void {
+    const build = (async () => {
+      const graph = await this.load(name);
+      if (!graph || this.closed) return;
+      await this.exclusive(name, async () => {
+        const head = await this.changes.head(name);
+        if (!head || head.generation !== graph.generation || this.graphs.has(name)) return;
+        if (graph.version < head.version && !(await this.replay(name, graph))) return;
+        this.remember(graph);
+      });
+    })()
+      .catch((err: unknown) => {
+        if (!this.closed) this.settings.log?.warn({ err, index: name }, 'building the in-process vector index failed; the durable engine answers');
+      })
+      .finally(() => this.builds.delete(name));
+    this.builds.set(name, build);
   }
 
   /** Re-reads the ids changed since the graph's version from the durable engine; false when reloading is cheaper. */
@@ -255,6 +309,7 @@ export class HnswMemoryIndex implements VectorIndex {
   }
 
   private async putAll(graph: MemoryGraph, records: readonly VectorRecord[]): Promise<void> {
+    if (this.closed) throw new Error('the vector index is closed');
     for (let i = 0; i < records.length; i++) {
       graph.put(records[i]!);
       // Building a graph is CPU work: let requests through between slices.

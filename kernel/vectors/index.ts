@@ -35,7 +35,10 @@ export interface CreateVectorIndexOptions {
    * Put the in-process HNSW index (hnsw-memory.ts) in front of the engine; needs the database for its
    * change log. `lockDuringWrites`: true when several processes may share the database (PostgreSQL).
    */
-  memory?: { db: Database; lockDuringWrites: boolean; sharedDatabase?: boolean; log?: Logger; maxVectors?: number; graph?: Partial<MemoryGraphOptions> };
+  memory?: {
+    db: Database; lockDuringWrites: boolean; sharedDatabase?: boolean; log?: Logger; maxVectors?: number; buildInBackgroundAbove?: number;
+    graph?: Partial<MemoryGraphOptions>;
+  };
 }
 
 export function createVectorIndex(options: CreateVectorIndexOptions): VectorIndex {
@@ -47,6 +50,7 @@ export function createVectorIndex(options: CreateVectorIndexOptions): VectorInde
     ...(memory.sharedDatabase !== undefined ? { sharedDatabase: memory.sharedDatabase } : {}),
     ...(memory.log ? { log: memory.log } : {}),
     ...(memory.maxVectors !== undefined ? { maxVectors: memory.maxVectors } : {}),
+    ...(memory.buildInBackgroundAbove !== undefined ? { buildInBackgroundAbove: memory.buildInBackgroundAbove } : {}),
     ...(memory.graph ? { graph: memory.graph } : {}),
   });
 }

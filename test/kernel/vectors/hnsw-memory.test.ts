@@ -30,7 +30,7 @@ async function database(): Promise<DatabaseHandle> {
 interface Store {
   handle: DatabaseHandle;
   lanceDir: string;
-  open(graph?: Partial<MemoryGraphOptions>): HnswMemoryIndex;
+  open(graph?: Partial<MemoryGraphOptions>, buildInBackgroundAbove?: number): HnswMemoryIndex;
   close(): Promise<void>;
 }
 
@@ -41,12 +41,15 @@ async function openStore(): Promise<Store> {
   return {
     handle,
     lanceDir,
-    open(graph) {
+    open(graph, buildInBackgroundAbove) {
       const index = createVectorIndex({
         engine: handle.hasPgvector ? 'pgvector' : 'lancedb',
         db: handle.db,
         lanceDir,
-        memory: { db: handle.db, lockDuringWrites: handle.kind === 'postgres', ...(graph ? { graph } : {}) },
+        memory: {
+          db: handle.db, lockDuringWrites: handle.kind === 'postgres', ...(graph ? { graph } : {}),
+          ...(buildInBackgroundAbove !== undefined ? { buildInBackgroundAbove } : {}),
+        },
       });
       if (!(index instanceof HnswMemoryIndex)) throw new Error('expected the in-process index');
       opened.push(index);
@@ -181,6 +184,49 @@ describe('in-process HNSW index', () => {
     }
     expect(after.memory(name)?.vectors).toBe(2_000);
     await after.dropIndex(name);
+  });
+
+  it('after a restart, a large index answers from the durable engine while its graph builds, then from the graph, writes made meanwhile included', async () => {
+    const before = store.open();
+    const name = fresh();
+    await before.ensureIndex({ name, dims: DIMS, distance: 'cosine' });
+    await before.upsert(name, records.slice(0, 1_500));
+    const expected = await Promise.all(queries.slice(0, 5).map((q) => before.search(name, { vector: q, limit: 10 })));
+    await before.close().catch(() => undefined);
+
+    const after = store.open(undefined, 1_000);
+    // The first search starts the build and is answered by the durable engine, with the same hits.
+    const first = await after.search(name, { vector: queries[0]!, limit: 10 });
+    expect(first.map((h) => h.id)).toEqual(expected[0]!.map((h) => h.id));
+    expect(after.memory(name)).toBeUndefined();
+    // A write while the graph builds is in it once it is in use.
+    await after.upsert(name, [{ id: 'late', vector: queries[7]!, payload: { bucket: 1 } }]);
+    await after.delete(name, ['d3']);
+    await after.built(name);
+    expect(after.memory(name)?.vectors).toBe(1_500);
+    expect((await after.search(name, { vector: queries[7]!, limit: 1 }))[0]!.id).toBe('late');
+    expect(after.lastPlan(name)).toBe('ann');
+    const again = await Promise.all(queries.slice(1, 5).map((q) => after.search(name, { vector: q, limit: 10 })));
+    for (const [i, hits] of again.entries()) {
+      const ids = hits.map((h) => h.id);
+      expect(ids).not.toContain('d3');
+      expect(ids.filter((id) => id !== 'late')).toEqual(expected[i + 1]!.map((h) => h.id).filter((id) => id !== 'd3').slice(0, ids.filter((id) => id !== 'late').length));
+    }
+    await after.dropIndex(name);
+  });
+
+  it('closes while a background build runs, without an error left behind', async () => {
+    const before = store.open();
+    const name = fresh();
+    await before.ensureIndex({ name, dims: DIMS, distance: 'cosine' });
+    await before.upsert(name, records.slice(0, 1_500));
+    await before.close().catch(() => undefined);
+    const after = store.open(undefined, 100);
+    await after.search(name, { vector: queries[0]!, limit: 3 });
+    await after.close();
+    expect(after.memory(name)).toBeUndefined();
+    const cleanup = store.open();
+    await cleanup.dropIndex(name);
   });
 
   it('deleted vectors never come back: not by delete, deleteWhere, re-search, or rebuild', async () => {
