@@ -153,6 +153,26 @@ describe('derived files and vectors on document reads', () => {
     }
   });
 
+  it('reads a page with one vector index read per feature and one HEAD and presign per blob, not more', async () => {
+    const vectors = t.kernel.services.get(VectorIndex);
+    const blobs = t.kernel.services.get(BlobStore);
+    const calls = { vectors: [] as string[], head: 0, presign: 0 };
+    const originals = { get: vectors.get, head: blobs.head, presignGet: blobs.presignGet };
+    vectors.get = (index, ids) => (calls.vectors.push(index), originals.get.call(vectors, index, ids));
+    blobs.head = (key) => ((calls.head += 1), originals.head.call(blobs, key));
+    blobs.presignGet = (key, options) => ((calls.presign += 1), originals.presignGet.call(blobs, key, options));
+    try {
+      const page = await api('POST', '/v1/collections/pictures/documents/list', { return_presigned_urls: true, return_vectors: true });
+      expect(page.body.results).toHaveLength(3);
+    } finally {
+      Object.assign(vectors, { get: originals.get });
+      Object.assign(blobs, { head: originals.head, presignGet: originals.presignGet });
+    }
+    // Two features (image_embedding, and ocr_text_embedding, never written with OCR off): one read each for the page.
+    expect(calls.vectors.sort()).toEqual([featureIndexName(collectionId, 'image_embedding'), featureIndexName(collectionId, 'ocr_text_embedding')].sort());
+    expect(calls).toMatchObject({ head: 3, presign: 3 });
+  });
+
   it('gives a user-scoped key URLs and vectors only for documents its principal may read', async () => {
     const own = await api('GET', `${documentPath(docs['alice.png']!)}?return_presigned_urls=true&return_vectors=true`, undefined, keys.alice);
     expect(own.status, own.text).toBe(200);
