@@ -547,7 +547,7 @@ export interface paths {
         };
         /**
          * List a collection's documents, newest first, with cursor pagination (filters via POST .../documents/list).
-         * @description Lists the collection's documents, newest first; for the next page pass the previous `next_cursor` as `cursor`. For filters and sorting use `POST .../documents/list`. A `usr_sk_` key sees only documents its principal owns or was granted. Needs the `read` permission.
+         * @description Lists the collection's documents, newest first; for the next page pass the previous `next_cursor` as `cursor`. For filters and sorting use `POST .../documents/list`. A `usr_sk_` key sees only documents its principal owns or was granted. `return_presigned_urls` and `return_vectors` add download URLs and stored vectors as on `GET .../documents/{document_id}`. Needs the `read` permission.
          */
         get: operations["listDocuments"];
         put?: never;
@@ -586,7 +586,7 @@ export interface paths {
         };
         /**
          * One document.
-         * @description Returns one document with its extracted fields, its metadata and where it came from (root object, source collection and document, tier). A `usr_sk_` key gets a 404 for a document its principal neither owns nor was granted. Needs the `read` permission.
+         * @description Returns one document with its extracted fields, its metadata and where it came from (root object, source collection and document, tier). A `usr_sk_` key gets a 404 for a document its principal neither owns nor was granted. `return_presigned_urls=true` adds `url` and `url_expires_at` (one hour) to every stored blob the document references (thumbnails, keyframes and other artifacts extractors saved, source object blobs), as retriever results show them; a blob that is gone gets no URL. For a `usr_sk_` key only artifacts derived from the document's own lineage (its root object, source document or itself) are signed. `return_vectors=true` adds `vectors`: the document's stored vector for each feature of the collection, by feature name. Needs the `read` permission.
          */
         get: operations["getDocument"];
         put?: never;
@@ -742,6 +742,8 @@ export interface paths {
          * @description Filter fields: `document_id`, `root_object_id`, `source_collection_id`, `source_document_id`,
          *     `processing_tier`, `created_at`, `updated_at`, `metadata.<path>`, `fields.<path>`, or a bare field name
          *     (= `fields.<name>`). A user-scoped key sees only documents its principal owns or was granted.
+         *     `return_presigned_urls` and `return_vectors` add download URLs and stored vectors as on
+         *     `GET .../documents/{document_id}`.
          */
         post: operations["searchDocuments"];
         delete?: never;
@@ -2490,6 +2492,10 @@ export interface components {
             source_document_id: string | null;
             /** Format: date-time */
             updated_at: string;
+            /** @description With `return_vectors`, the document's stored vectors by feature name (the collection's output field, as documents are written with their vectors); `{}` when it has none. */
+            vectors?: {
+                [key: string]: number[];
+            };
         };
         DocumentBulkWriteRequest: {
             documents: components["schemas"]["DocumentWrite"][];
@@ -2536,6 +2542,16 @@ export interface components {
             filters?: components["schemas"]["Filters"];
             /** @default 100 */
             limit?: number;
+            /**
+             * @description Add a fresh download URL (`url`, `url_expires_at`) to every stored blob the returned documents reference.
+             * @default false
+             */
+            return_presigned_urls?: boolean;
+            /**
+             * @description Add `vectors` to each returned document, its stored vectors by feature name.
+             * @default false
+             */
+            return_vectors?: boolean;
             sort?: {
                 /**
                  * @default desc
@@ -3993,6 +4009,10 @@ export interface components {
         /** @description The `next_cursor` of the previous page. */
         Cursor: string;
         DocumentId: string;
+        /** @description Add a fresh download URL (`url`, `url_expires_at`) to every stored blob the returned documents reference (thumbnails, keyframes, source blobs); a blob that is gone gets none. */
+        DocumentReturnPresignedUrls: boolean;
+        /** @description Add `vectors` to each returned document, its stored vectors by feature name. */
+        DocumentReturnVectors: boolean;
         /** @description Window end (RFC 3339 date-time). Defaults to now. */
         End: string;
         ExecutionId: string;
@@ -5134,6 +5154,10 @@ export interface operations {
                 /** @description The `next_cursor` of the previous page. */
                 cursor?: components["parameters"]["Cursor"];
                 limit?: components["parameters"]["Limit"];
+                /** @description Add a fresh download URL (`url`, `url_expires_at`) to every stored blob the returned documents reference (thumbnails, keyframes, source blobs); a blob that is gone gets none. */
+                return_presigned_urls?: components["parameters"]["DocumentReturnPresignedUrls"];
+                /** @description Add `vectors` to each returned document, its stored vectors by feature name. */
+                return_vectors?: components["parameters"]["DocumentReturnVectors"];
             };
             header: {
                 /** @description Namespace name or `ns_` id. */
@@ -5213,7 +5237,12 @@ export interface operations {
     };
     getDocument: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Add a fresh download URL (`url`, `url_expires_at`) to every stored blob the returned documents reference (thumbnails, keyframes, source blobs); a blob that is gone gets none. */
+                return_presigned_urls?: components["parameters"]["DocumentReturnPresignedUrls"];
+                /** @description Add `vectors` to each returned document, its stored vectors by feature name. */
+                return_vectors?: components["parameters"]["DocumentReturnVectors"];
+            };
             header: {
                 /** @description Namespace name or `ns_` id. */
                 "X-Namespace": components["parameters"]["NamespaceHeader"];

@@ -36,6 +36,7 @@ import { DocumentStore, type DocumentRow, type DocumentSortField } from './docum
 import { DocumentGrants, type GrantChange } from './document-grants.js';
 import { DirectDocumentWriter } from './document-writes.js';
 import { documentView } from './document-view.js';
+import { DocumentReads, type DocumentReadOptions } from './document-reads.js';
 import { refreshVectorPayloads } from './features.js';
 import { parseFilter } from '../../../kernel/filters/filter.js';
 import { InputError, NotFoundError } from '../../../kernel/errors.js';
@@ -51,6 +52,7 @@ const Processor = createToken<DocumentProcessor>('collections.DocumentProcessor'
 const DirectWriter = createToken<DirectDocumentWriter>('collections.DirectDocumentWriter');
 const Grants = createToken<DocumentGrants>('collections.DocumentGrants');
 const Changes = createToken<DocumentChanges>('collections.DocumentChanges');
+const Reads = createToken<DocumentReads>('collections.DocumentReads');
 
 function toGrants(change: GrantChange): components['schemas']['DocumentGrants'] {
   return {
@@ -96,6 +98,11 @@ function toCollection(row: CollectionRow): components['schemas']['Collection'] {
   };
 }
 
+/** `return_presigned_urls` / `return_vectors` of a document read (query or body), both off unless asked for. */
+function readOptions(asked: { return_presigned_urls?: boolean; return_vectors?: boolean }): DocumentReadOptions {
+  return { presignedUrls: asked.return_presigned_urls === true, vectors: asked.return_vectors === true };
+}
+
 function namespaceOf(ctx: RequestContext) {
   if (!ctx.namespace) throw new Error('collection routes declare X-Namespace as required');
   return ctx.namespace;
@@ -133,6 +140,7 @@ export default defineResource({
     const direct = { db: services.get(DatabaseHandle).db, vectors: services.get(VectorIndex), plugins: services.get(PluginRegistry) };
     container.bind(DirectWriter).toConstantValue(new DirectDocumentWriter({ ...direct, documents }));
     container.bind(Grants).toConstantValue(new DocumentGrants({ ...direct, collections: store }));
+    container.bind(Reads).toConstantValue(new DocumentReads(() => services.get(BlobStore), () => services.get(DocumentSource)));
     container.bind(DocumentSource).toConstantValue(new CollectionDocumentSource(services.get(DatabaseHandle).db, store, services.get(PluginRegistry), services.get(VectorIndex), documentCache));
     container.bind(Collections).toConstantValue(
       new CollectionService(
@@ -208,7 +216,8 @@ export default defineResource({
         limit: query.limit ?? 100,
         ...(query.cursor ? { cursor: query.cursor } : {}),
       });
-      return { status: 200, body: { results: rows.map((r) => documentView(r, callerOf(ctx).principalId)), has_next: nextCursor !== null, next_cursor: nextCursor } };
+      const results = await services.get(Reads).views(callerOf(ctx), collection, rows, readOptions(query));
+      return { status: 200, body: { results, has_next: nextCursor !== null, next_cursor: nextCursor } };
     },
     searchDocuments: async ({ params, body, ctx, services }) => {
       const collection = await collectionOf(ctx, services, params.collection_identifier);
@@ -222,11 +231,14 @@ export default defineResource({
         ...(body.filters ? { filter: parseFilter(body.filters) } : {}),
         ...(body.cursor ? { cursor: body.cursor } : {}),
       });
-      return { status: 200, body: { results: rows.map((r) => documentView(r, callerOf(ctx).principalId)), has_next: nextCursor !== null, next_cursor: nextCursor } };
+      const results = await services.get(Reads).views(callerOf(ctx), collection, rows, readOptions(body));
+      return { status: 200, body: { results, has_next: nextCursor !== null, next_cursor: nextCursor } };
     },
-    getDocument: async ({ params, ctx, services }) => {
+    getDocument: async ({ params, query, ctx, services }) => {
       const collection = await collectionOf(ctx, services, params.collection_identifier);
-      return { status: 200, body: documentView(await documentOf(ctx, services, collection, params.document_id), callerOf(ctx).principalId) };
+      const row = await documentOf(ctx, services, collection, params.document_id);
+      const [view] = await services.get(Reads).views(callerOf(ctx), collection, [row], readOptions(query));
+      return { status: 200, body: view! };
     },
     updateDocument: async ({ params, body, ctx, services }) => {
       const collection = await collectionOf(ctx, services, params.collection_identifier);

@@ -18,7 +18,7 @@ import { withVectors } from '../../../kernel/retrieval/vectors.js';
 import { digestOf, type CursorBinding, type PageCursors } from '../../../kernel/retrieval/page-cursors.js';
 import type { PaginationRequest } from '../../../kernel/retrieval/pagination.js';
 import { planPage, recordedPage, withCursor } from './paging.js';
-import { DocumentUrlSigner } from './presign.js';
+import { DocumentUrlSigner } from '../../../kernel/retrieval/presign.js';
 import type { ExecutionHistory } from './execution-history.js';
 import type { ExecutionRow, RetrieverRow, RetrieverStore } from './store.js';
 
