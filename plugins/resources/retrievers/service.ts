@@ -270,7 +270,8 @@ export class RetrieverService {
     if (options.returnVectors) documents = await withVectors(this.engine.documents(), caller, outcome.collection_ids, documents);
     if (options.presignUrls) {
       const signer = new DocumentUrlSigner(this.executions.blobs(), this.engine.documents(), { organizationId: caller.organizationId, namespaceId: namespace.id });
-      documents = await signer.sign(documents);
+      // A user-scoped caller gets URLs only for blobs derived from a result's own lineage (presign.ts).
+      documents = await signer.sign(documents, caller.principalId !== null ? { lineageOf: resultLineage } : {});
     }
     return documents === outcome.documents ? outcome : { ...outcome, documents };
   }
@@ -375,4 +376,9 @@ export class RetrieverService {
     }
     throw new ConflictError(`Too many copies of '${name}': give the clone a retriever_name`);
   }
+}
+
+/** The ids a result document descends from, as far as its fields say (a reshaped result may say less). */
+function resultLineage(doc: Record<string, unknown>): string[] {
+  return [doc.document_id, doc.root_object_id, doc.source_document_id].filter((id): id is string => typeof id === 'string');
 }

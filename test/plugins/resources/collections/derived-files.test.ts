@@ -204,6 +204,18 @@ describe('derived files and vectors on document reads', () => {
     expect(read.body.fields.thumbnail.url).toBeUndefined();
     expect(read.body.fields.stolen.url).toBeUndefined();
     expect(read.body.vectors).toEqual({});
+
+    // Nor through a retriever: his execute finds his forged document, with no URL for Alice's blob.
+    const executed = await api('POST', '/v1/retrievers/execute', {
+      collection_identifiers: ['pictures'],
+      input_schema: {},
+      inputs: {},
+      stages: [{ stage_name: 'only', config: { stage_id: 'attribute_filter', parameters: { filters: { AND: [{ field: 'document_id', operator: 'eq', value: forged.body.document_id }] } } } }],
+      return_presigned_urls: true,
+    }, keys.bob);
+    expect(executed.status, executed.text).toBe(200);
+    expect(executed.body.documents.map((d: Doc) => d.document_id)).toEqual([forged.body.document_id]);
+    expect(JSON.stringify(executed.body.documents)).not.toContain('"url"');
   });
 
   it('refuses flags that are not booleans', async () => {
