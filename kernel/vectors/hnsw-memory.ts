@@ -58,6 +58,9 @@ export interface HnswMemoryOptions {
   buildInBackgroundAbove?: number;
 }
 
+/** Vectors held in memory at most, over all indexes, unless configured. */
+export const DEFAULT_MAX_VECTORS = 2_000_000;
+
 /** Writes between yields to the event loop while a graph is being built or extended. */
 const YIELD_EVERY = 256;
 /** More changed ids than this (or a quarter of the index) since a copy's version: reload instead of replaying. */
@@ -85,7 +88,7 @@ export class HnswMemoryIndex implements VectorIndex {
     this.engine = `memory+${durable.engine}`;
     this.changes = new ChangeLog(db, { prefix: 'vector_log' });
     this.options = { ...DEFAULT_GRAPH_OPTIONS, ...settings.graph };
-    this.maxVectors = settings.maxVectors ?? 2_000_000;
+    this.maxVectors = settings.maxVectors ?? DEFAULT_MAX_VECTORS;
     this.buildInBackgroundAbove = settings.buildInBackgroundAbove ?? 20_000;
   }
 

@@ -5,7 +5,7 @@
 import type { Logger } from 'pino';
 import { InputError } from '../errors.js';
 import type { Database } from '../db/database.js';
-import { HnswMemoryIndex, type DurableVectorIndex } from './hnsw-memory.js';
+import { DEFAULT_MAX_VECTORS, HnswMemoryIndex, type DurableVectorIndex } from './hnsw-memory.js';
 import type { MemoryGraphOptions } from './memory-graph.js';
 import { LanceDbIndex, type LanceDbOptions } from './lancedb.js';
 import { PgvectorIndex, type PgvectorOptions } from './pgvector.js';
@@ -58,7 +58,13 @@ export function createVectorIndex(options: CreateVectorIndexOptions): VectorInde
 function createDurableIndex(options: CreateVectorIndexOptions): DurableVectorIndex {
   if (options.engine === 'pgvector') {
     if (!options.db) throw new InputError('the pgvector engine needs a database');
-    return new PgvectorIndex(options.db, options.pgvector);
+    // In front of PGlite (one process, every write through it), the in-process index answers every search it
+    // can hold: pgvector's own HNSW is built only for an index past that memory budget.
+    const memoryFronted = options.memory && options.memory.sharedDatabase === false;
+    return new PgvectorIndex(options.db, {
+      ...(memoryFronted ? { annIndexAbove: options.memory!.maxVectors ?? DEFAULT_MAX_VECTORS } : {}),
+      ...options.pgvector,
+    });
   }
   if (!options.lanceDir) throw new InputError('the lancedb engine needs a data folder (lanceDir)');
   return new LanceDbIndex({ ...options.lancedb, uri: options.lanceDir });

@@ -41,6 +41,13 @@ export interface PgvectorOptions {
   exactScanThreshold?: number;
   /** Floor for `hnsw.ef_search`; the query uses max(this, 2 × limit). */
   efSearch?: number;
+  /**
+   * Build a table's HNSW index once it holds more rows than this (default `exactScanThreshold`). The
+   * in-process index in front of PGlite sets its memory budget here: every search it can hold is answered
+   * from memory, and pgvector's HNSW, maintained row by row in WASM, would cost most of each write (a
+   * bulk load at 100,000 vectors ran at a third of the speed) for searches it never serves.
+   */
+  annIndexAbove?: number;
 }
 
 export type SearchPlan = 'exact' | 'ann';
@@ -50,6 +57,7 @@ export class PgvectorIndex implements VectorIndex {
   private readonly specs = new Map<string, IndexSpec>();
   private readonly exactScanThreshold: number;
   private readonly efSearch: number;
+  private readonly annIndexAbove: number;
   private ready: Promise<void> | undefined;
 
   /** Tables known to have their HNSW index, and rows inserted since their size was last checked. */
@@ -59,6 +67,7 @@ export class PgvectorIndex implements VectorIndex {
   constructor(private readonly db: Database, options: PgvectorOptions = {}) {
     this.exactScanThreshold = options.exactScanThreshold ?? 20_000;
     this.efSearch = options.efSearch ?? 100;
+    this.annIndexAbove = Math.max(this.exactScanThreshold, options.annIndexAbove ?? this.exactScanThreshold);
   }
 
   private table(name: string): string {
@@ -124,14 +133,14 @@ export class PgvectorIndex implements VectorIndex {
   }
 
   /**
-   * Builds the table's HNSW index once it holds more rows than exact scans serve (pgvector's HNSW takes at
-   * most 2000 dims; above that every search stays exact). Counted at most once per `exactScanThreshold / 4`
+   * Builds the table's HNSW index once it holds more than `annIndexAbove` rows (pgvector's HNSW takes at
+   * most 2000 dims; above that every search stays exact). Counted at most once per `annIndexAbove / 4`
    * inserted rows per process, so the check costs nothing on the write path.
    */
   private async buildAnnIndexWhenLarge(spec: IndexSpec, inserted: number): Promise<void> {
     if (spec.dims > 2000 || this.indexed.has(spec.name)) return;
-    const pending = (this.sinceCheck.get(spec.name) ?? this.exactScanThreshold) + inserted;
-    if (pending < Math.max(1, Math.floor(this.exactScanThreshold / 4))) {
+    const pending = (this.sinceCheck.get(spec.name) ?? this.annIndexAbove) + inserted;
+    if (pending < Math.max(1, Math.floor(this.annIndexAbove / 4))) {
       this.sinceCheck.set(spec.name, pending);
       return;
     }
@@ -145,9 +154,9 @@ export class PgvectorIndex implements VectorIndex {
       return;
     }
     const counted = await this.db.raw<{ rows: Array<{ n: number | string }> }>(
-      `select count(*) as n from (select 1 from ${table} limit ${this.exactScanThreshold + 1}) s`,
+      `select count(*) as n from (select 1 from ${table} limit ${this.annIndexAbove + 1}) s`,
     );
-    if (Number(counted.rows[0]?.n ?? 0) <= this.exactScanThreshold) return;
+    if (Number(counted.rows[0]?.n ?? 0) <= this.annIndexAbove) return;
     await this.db.transaction(async (trx) => {
       await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`tessera_vectors:${spec.name}`]);
       await trx.raw(`create index if not exists "${spec.name}_hnsw" on ${table} using hnsw (embedding ${OPS[spec.distance].opclass})`);

@@ -86,6 +86,34 @@ describe('pgvector planner', () => {
     }
   });
 
+  it('builds no HNSW below annIndexAbove (the in-process index serves those searches), exact scans answering meanwhile', async () => {
+    const index = new PgvectorIndex(handle.db, { exactScanThreshold: 50, annIndexAbove: 300 });
+    const name = 'ann_above_test';
+    await index.ensureIndex({ name, dims: 16, distance: 'cosine' });
+    const records = randomVectors(400, 16, 7).map((vector, i) => ({ id: `r${i}`, vector, payload: payloadFor(i) }));
+    const hnsw = async () =>
+      (await handle.db.raw<{ rows: unknown[] }>("select 1 from pg_indexes where schemaname = 'tessera_vectors' and tablename = ? and indexdef ilike '%using hnsw%'", [name])).rows.length;
+    for (let i = 0; i < 280; i += 40) await index.upsert(name, records.slice(i, i + 40));
+    expect(await hnsw()).toBe(0);
+    // Without the graph, the whole-table plan is a scan ordered by distance: exact.
+    const q = randomVectors(1, 16, 8)[0]!;
+    const hits = await index.search(name, { vector: q, limit: 10 });
+    expect(hits.map((h) => h.id)).toEqual(bruteForce(records.slice(0, 280), q, 'cosine', 10).map((e) => e.id));
+    await index.upsert(name, records.slice(280));
+    expect(await hnsw()).toBe(1);
+    await index.dropIndex(name);
+  });
+
+  it('is built without HNSW below the memory budget when the in-process index fronts PGlite', () => {
+    const fronted = createVectorIndex({ engine: 'pgvector', db: handle.db, memory: { db: handle.db, lockDuringWrites: false, sharedDatabase: false, maxVectors: 1234 } });
+    const durable = (fronted as unknown as { durable: { annIndexAbove: number } }).durable;
+    expect(durable.annIndexAbove).toBe(20_000);
+    const large = createVectorIndex({ engine: 'pgvector', db: handle.db, memory: { db: handle.db, lockDuringWrites: false, sharedDatabase: false, maxVectors: 500_000 } });
+    expect((large as unknown as { durable: { annIndexAbove: number } }).durable.annIndexAbove).toBe(500_000);
+    const shared = createVectorIndex({ engine: 'pgvector', db: handle.db, memory: { db: handle.db, lockDuringWrites: true, sharedDatabase: true, maxVectors: 500_000 } });
+    expect((shared as unknown as { durable: { annIndexAbove: number } }).durable.annIndexAbove).toBe(20_000);
+  });
+
   it('index tables live in their own schema, so an index name cannot shadow a service table', async () => {
     {
       const index = new PgvectorIndex(handle.db);
