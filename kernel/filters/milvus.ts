@@ -25,6 +25,8 @@ const FIELD = /^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$/;
 /** The JSON field the engine stores exact values in, and its lower-cased twin. */
 export const MILVUS_FILTER_FIELD = 'fields';
 export const MILVUS_FOLDED_FIELD = 'fields_ci';
+/** Always false: record ids are never empty (vector-index.ts refuses them). */
+const NEVER = '(id == "")';
 
 function invalid(msg: string, type = 'filter_value'): RequestValidationError {
   return new RequestValidationError([{ loc: ['body', 'filters'], msg, type }]);
@@ -96,7 +98,9 @@ export function filterToMilvus(filter: ParsedFilter): string | undefined {
     const ordered = (op: string, v: unknown): string => {
       if (typeof v === 'number') return present(`${exact} ${op} ${milvusNumber(v)}`);
       if (typeof v === 'string') return present(`${exact} ${op} ${milvusString(v)}`);
-      return 'false';
+      // Ordering against a boolean or null matches nothing (as matchesFilter). Written as a test on the
+      // primary key, never empty, since a bare `false` is not a predicate Milvus accepts everywhere.
+      return NEVER;
     };
     const like = (pattern: string) => `${text} like ${milvusString(pattern)}`;
     const anyOf = (values: unknown[]) => `(${values.map(equals).join(' or ')})`;
