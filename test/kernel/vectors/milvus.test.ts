@@ -217,6 +217,15 @@ describe('Milvus filter expressions', () => {
 });
 
 describe('Milvus configuration', () => {
+  it('the engine needs its settings, and a collection prefix Milvus accepts', () => {
+    expect(() => createVectorIndex({ engine: 'milvus' })).toThrow(/VECTOR_ENGINE=milvus needs MILVUS_ADDRESS/);
+    expect(() => createVectorIndex({ engine: 'milvus', milvus: { address: '127.0.0.1:19530', collectionPrefix: 'bad-prefix' } })).toThrow(
+      /MILVUS_COLLECTION_PREFIX must start with a letter/,
+    );
+    // Building the engine connects nothing: the SDK is loaded on first use.
+    expect(createVectorIndex({ engine: 'milvus', milvus: { address: '127.0.0.1:19530' } }).engine).toBe('milvus');
+  });
+
   const base = { TESSERA_HOME: '/tmp/tessera-config-test' };
 
   it('VECTOR_ENGINE=milvus reads MILVUS_ADDRESS and the optional credentials', () => {
