@@ -204,7 +204,7 @@ export class MilvusIndex implements VectorIndex {
       const slice = ids.slice(i, i + 1_000);
       const res = check(await client.query({
         collection_name: this.collection(name),
-        filter: `id in [${slice.map(milvusString).join(', ')}]`,
+        filter: idIn(slice),
         output_fields: ['id'],
         limit: slice.length,
         consistency_level: STRONG,
@@ -220,7 +220,7 @@ export class MilvusIndex implements VectorIndex {
     if (present.length === 0) return 0;
     const client = await this.connect();
     for (let i = 0; i < present.length; i += 1_000) {
-      check(await client.delete({ collection_name: this.collection(name), ids: present.slice(i, i + 1_000) }), 'delete');
+      check(await client.delete({ collection_name: this.collection(name), filter: idIn(present.slice(i, i + 1_000)) }), 'delete');
     }
     return present.length;
   }
@@ -242,7 +242,7 @@ export class MilvusIndex implements VectorIndex {
       const ids = res.data.map((row) => String(row.id));
       if (ids.length === 0) return deleted;
       for (let i = 0; i < ids.length; i += 1_000) {
-        check(await client.delete({ collection_name: this.collection(name), ids: ids.slice(i, i + 1_000) }), 'delete');
+        check(await client.delete({ collection_name: this.collection(name), filter: idIn(ids.slice(i, i + 1_000)) }), 'delete');
       }
       deleted += ids.length;
     }
@@ -270,7 +270,7 @@ export class MilvusIndex implements VectorIndex {
       const slice = unique.slice(i, i + 1_000);
       const res = check(await client.query({
         collection_name: this.collection(name),
-        filter: `id in [${slice.map(milvusString).join(', ')}]`,
+        filter: idIn(slice),
         output_fields: ['id', 'vector', 'payload'],
         limit: slice.length,
         consistency_level: STRONG,
@@ -351,6 +351,14 @@ export class MilvusIndex implements VectorIndex {
     this.client = undefined;
     if (client) await (await client.catch(() => undefined))?.closeConnection();
   }
+}
+
+/**
+ * `id in [...]` with every id an escaped literal. Never the SDK's `delete({ ids })`: it joins the ids
+ * into the expression unescaped, so an id holding `"` could widen the delete.
+ */
+export function idIn(ids: readonly string[]): string {
+  return `id in [${ids.map(milvusString).join(', ')}]`;
 }
 
 function toRecord(row: Record<string, unknown>): VectorRecord {

@@ -10,6 +10,7 @@ import { RequestValidationError } from '../../../kernel/errors.js';
 import { parseFilter, type FilterInput } from '../../../kernel/filters/filter.js';
 import { filterDocuments, filterToMilvus, milvusNumber, milvusPath, milvusString } from '../../../kernel/filters/milvus.js';
 import { createVectorIndex } from '../../../kernel/vectors/index.js';
+import { idIn } from '../../../kernel/vectors/milvus.js';
 import { FILTERS, runVectorIndexContract } from './contract.js';
 
 const address = process.env.TEST_MILVUS_ADDRESS;
@@ -192,6 +193,13 @@ describe('Milvus filter expressions', () => {
         expect(['contains', 'starts_with', 'ends_with'].includes(operator) ? likeLiteral(literal) : literal).toBe(value);
       }
     }
+  });
+
+  it('ids in get and delete expressions are escaped literals too (the SDK joins ids unescaped)', () => {
+    const ids = ['plain', 'x", "y', 'a\\"] or id != "'];
+    const { literals, code } = tokens(idIn(ids));
+    expect(literals).toEqual(ids);
+    expect(code).toBe('id in ["…", "…", "…"]');
   });
 
   it('string literals escape quote and backslash and write control characters as \\u escapes', () => {
