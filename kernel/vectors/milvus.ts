@@ -47,6 +47,7 @@ const DESCRIPTION = 'tessera vector index ';
 /** Milvus caps one query's limit (offset + limit) at 16,384 rows. */
 const QUERY_PAGE = 16_384;
 const MAX_ID_LENGTH = 512;
+const SCAN_PAGE = 1_000;
 const MAX_PAYLOAD_LENGTH = 65_535;
 /** ConsistencyLevelEnum.Strong, written as its value: the SDK itself is loaded only on first use. */
 const STRONG = 0 as ConsistencyLevelEnum;
@@ -312,19 +313,24 @@ export class MilvusIndex implements VectorIndex {
   async *scan(name: string): AsyncIterable<VectorRecord[]> {
     await this.open(name);
     const client = await this.connect();
-    // The SDK's iterator pages by primary key (`id > last`), so pages never overlap or skip.
-    const iterator = (await client.queryIterator({
-      collection_name: this.collection(name),
-      filter: 'id != ""',
-      output_fields: ['id', 'vector', 'payload'],
-      batchSize: 1_000,
-      consistency_level: STRONG,
-    })) as AsyncIterable<Array<Record<string, unknown>>>;
-    for await (const page of iterator) {
-      yield page.map((row) => {
-        const record = toRecord(row);
-        return { ...record, vector: Float32Array.from(record.vector) };
-      });
+    // Pages by primary key (`id > last`), as the SDK's queryIterator does, but with the last id written
+    // as an escaped literal: the SDK quotes it unescaped, so an id holding a quote would break the scan.
+    // Milvus returns a limited query's rows in primary-key order, so pages neither overlap nor skip.
+    let after: string | undefined;
+    for (;;) {
+      const res = check(await client.query({
+        collection_name: this.collection(name),
+        filter: after === undefined ? 'id != ""' : `id > ${milvusString(after)}`,
+        output_fields: ['id', 'vector', 'payload'],
+        limit: SCAN_PAGE,
+        consistency_level: STRONG,
+      }), 'query');
+      if (res.data.length === 0) return;
+      const page = res.data.map(toRecord);
+      yield page.map((r) => ({ ...r, vector: Float32Array.from(r.vector) }));
+      // The server's order (bytes of UTF-8), not JavaScript's (UTF-16 units): the last row is the largest id.
+      after = page[page.length - 1]!.id;
+      if (page.length < SCAN_PAGE) return;
     }
   }
 
