@@ -46,6 +46,7 @@ const SCORE: Record<Distance, (s: number) => number> = {
 const DESCRIPTION = 'tessera vector index ';
 /** Milvus caps one query's limit (offset + limit) at 16,384 rows. */
 const QUERY_PAGE = 16_384;
+/** VarChar lengths; Milvus counts them in bytes of UTF-8. */
 const MAX_ID_LENGTH = 512;
 const SCAN_PAGE = 1_000;
 const MAX_PAYLOAD_LENGTH = 65_535;
@@ -181,7 +182,7 @@ export class MilvusIndex implements VectorIndex {
   async upsert(name: string, records: VectorRecord[]): Promise<void> {
     const spec = await this.open(name);
     const rows = dedupeById(records).map((r) => {
-      if (r.id.length > MAX_ID_LENGTH) throw new InputError(`vector ids are at most ${MAX_ID_LENGTH} characters on Milvus`, { id: r.id.slice(0, 64) });
+      if (Buffer.byteLength(r.id) > MAX_ID_LENGTH) throw new InputError(`vector ids are at most ${MAX_ID_LENGTH} bytes (UTF-8) on Milvus`, { id: r.id.slice(0, 64) });
       const payload = r.payload ?? {};
       const text = JSON.stringify(payload);
       if (Buffer.byteLength(text) > MAX_PAYLOAD_LENGTH) {
