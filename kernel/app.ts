@@ -204,6 +204,7 @@ async function assembleCore(
     engine: chooseEngine({ requested: config.vectorEngine, hasPgvector: database.hasPgvector }),
     db,
     lanceDir: path.join(config.home, 'vectors'),
+    milvus: config.milvus,
     ...(config.vectorMemoryIndex
       ? {
           memory: {

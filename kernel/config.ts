@@ -7,6 +7,7 @@ import path from 'node:path';
 import { isAcceptableOperatorKey } from './auth/keys.js';
 import type { LogFormat } from './logger.js';
 import { StartupError } from './startup-errors.js';
+import type { MilvusSettings } from './vectors/milvus.js';
 
 export interface Config {
   /** HTTP port; 0 picks a free one (tests). */
@@ -68,7 +69,9 @@ export interface Config {
   /** How often unconfirmed uploads past their expiry are cleaned up (ms). */
   uploadCleanupIntervalMs: number;
   /** Vector engine; absent means pgvector when the database has it, else LanceDB under `home/vectors`. */
-  vectorEngine: 'pgvector' | 'lancedb' | undefined;
+  vectorEngine: 'pgvector' | 'lancedb' | 'milvus' | undefined;
+  /** The Milvus server for VECTOR_ENGINE=milvus (MILVUS_ADDRESS and friends); absent otherwise. */
+  milvus: MilvusSettings | undefined;
   /**
    * `VECTOR_MEMORY_INDEX` (default on): search an in-process HNSW copy of each index, kept current from
    * the database's change log, in front of the vector engine (which stays the source of truth). Off:
@@ -150,8 +153,37 @@ function bool(value: string | undefined, fallback: boolean): boolean {
 }
 
 function vectorEngine(value: string | undefined): Config['vectorEngine'] {
-  if (value === undefined || value === 'pgvector' || value === 'lancedb') return value;
-  throw new ConfigError(`VECTOR_ENGINE must be pgvector or lancedb, got "${value}" (Milvus is not built yet)`);
+  const engine = value?.toLowerCase();
+  if (engine === undefined || engine === 'pgvector' || engine === 'lancedb' || engine === 'milvus') return engine;
+  throw new ConfigError(`VECTOR_ENGINE must be pgvector, lancedb or milvus, got "${value}"; unset it for pgvector when the database has it, else LanceDB.`);
+}
+
+/** Milvus settings when VECTOR_ENGINE=milvus (MILVUS_* are read only then). */
+function milvus(env: NodeJS.ProcessEnv, engine: Config['vectorEngine']): MilvusSettings | undefined {
+  if (engine !== 'milvus') return undefined;
+  const address = text(env.MILVUS_ADDRESS);
+  if (!address) {
+    throw new ConfigError('VECTOR_ENGINE=milvus needs MILVUS_ADDRESS, the Milvus server as host:port (e.g. 127.0.0.1:19530) or an https:// URL.');
+  }
+  if (!/^(https?:\/\/)?[^\s/:]+(:\d{1,5})?\/?$/.test(address)) {
+    throw new ConfigError(`MILVUS_ADDRESS must be host:port (e.g. 127.0.0.1:19530) or an http(s):// URL, got "${address}".`);
+  }
+  const username = text(env.MILVUS_USERNAME);
+  const password = text(env.MILVUS_PASSWORD);
+  if ((username === undefined) !== (password === undefined)) {
+    throw new ConfigError('MILVUS_USERNAME and MILVUS_PASSWORD go together; set both, or neither (or MILVUS_TOKEN instead).');
+  }
+  const token = text(env.MILVUS_TOKEN);
+  if (token && username) throw new ConfigError('set MILVUS_TOKEN or MILVUS_USERNAME/MILVUS_PASSWORD, not both.');
+  const database = text(env.MILVUS_DATABASE);
+  if (database !== undefined && !/^[A-Za-z_][A-Za-z0-9_]{0,254}$/.test(database)) {
+    throw new ConfigError(`MILVUS_DATABASE must start with a letter or _ and hold only letters, digits and _, got "${database}".`);
+  }
+  const collectionPrefix = text(env.MILVUS_COLLECTION_PREFIX);
+  if (collectionPrefix !== undefined && !/^[A-Za-z_][A-Za-z0-9_]{0,120}$/.test(collectionPrefix)) {
+    throw new ConfigError(`MILVUS_COLLECTION_PREFIX must start with a letter or _ and hold only letters, digits and _, got "${collectionPrefix}".`);
+  }
+  return { address, token, username, password, database, collectionPrefix };
 }
 
 function text(value: string | undefined): string | undefined {
@@ -160,6 +192,7 @@ function text(value: string | undefined): string | undefined {
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const home = path.resolve(env.TESSERA_HOME ?? '.tessera');
+  const engine = vectorEngine(text(env.VECTOR_ENGINE));
   return {
     port: port(env.PORT),
     host: env.HOST ?? '0.0.0.0',
@@ -207,7 +240,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     allowPrivateUrlFetch: bool(env.TESSERA_ALLOW_PRIVATE_URL_FETCH, false),
     urlFetchTimeoutMs: int(env.TESSERA_URL_FETCH_TIMEOUT_MS, 30_000, 'TESSERA_URL_FETCH_TIMEOUT_MS'),
     uploadCleanupIntervalMs: int(env.TESSERA_UPLOAD_CLEANUP_INTERVAL_MS, 300_000, 'TESSERA_UPLOAD_CLEANUP_INTERVAL_MS'),
-    vectorEngine: vectorEngine(text(env.VECTOR_ENGINE)),
+    vectorEngine: engine,
+    milvus: milvus(env, engine),
     vectorMemoryIndex: bool(env.VECTOR_MEMORY_INDEX, true),
     vectorMemoryMaxVectors: int(env.VECTOR_MEMORY_MAX_VECTORS, 2_000_000, 'VECTOR_MEMORY_MAX_VECTORS'),
     inferenceAddresses: (env.INFERENCE_ADDRESSES ?? '')

@@ -202,13 +202,16 @@ export class S3BlobStore implements BlobStore {
       for (let next = await iterator.next(); !next.done; next = await iterator.next()) yield next.value;
     }
     let uploaded = false;
+    let upload: Upload | undefined;
     try {
-      const upload = new Upload({
+      upload = new Upload({
         client: this.client,
         params: { Bucket: this.bucket, Key: staging, Body: Readable.from(rest()), ContentType: contentType },
         partSize: this.tuning.partSize,
         queueSize: this.tuning.queueSize,
-        leavePartsOnError: false, // a failed upload aborts its multipart upload: nothing is left behind
+        // We abort a failed upload ourselves (below): lib-storage's own abort throws its failure in
+        // place of the upload's, so a body over maxBytes could surface as an unrelated S3 error.
+        leavePartsOnError: true,
       });
       await upload.done();
       uploaded = true;
@@ -218,6 +221,13 @@ export class S3BlobStore implements BlobStore {
       return { key, size: d.size, contentType, md5: d.md5, sha256: d.sha256, createdAt };
     } catch (error) {
       metered.destroy();
+      // Nothing is left behind when the abort succeeds; when it fails too, the parts stay under the
+      // staging prefix for the bucket's AbortIncompleteMultipartUpload lifecycle rule, and the caller
+      // still sees the upload's own error.
+      const uploadId = uploaded ? undefined : upload?.uploadId;
+      if (uploadId) {
+        await this.client.send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: staging, UploadId: uploadId })).catch(() => undefined);
+      }
       throw error;
     } finally {
       if (uploaded) await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: staging })).catch(() => undefined);

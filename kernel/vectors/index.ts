@@ -1,6 +1,7 @@
 /**
  * Picks and builds the vector engine. pgvector whenever the database has it (one store, transactional
- * with the documents); LanceDB otherwise, e.g. on a PostgreSQL server without the extension.
+ * with the documents); LanceDB otherwise, e.g. on a PostgreSQL server without the extension. Milvus
+ * only when asked for (VECTOR_ENGINE=milvus with MILVUS_ADDRESS).
  */
 import type { Logger } from 'pino';
 import { InputError } from '../errors.js';
@@ -8,11 +9,13 @@ import type { Database } from '../db/database.js';
 import { DEFAULT_MAX_VECTORS, HnswMemoryIndex, type DurableVectorIndex } from './hnsw-memory.js';
 import type { MemoryGraphOptions } from './memory-graph.js';
 import { LanceDbIndex, type LanceDbOptions } from './lancedb.js';
+import { MilvusIndex, type MilvusSettings } from './milvus.js';
 import { PgvectorIndex, type PgvectorOptions } from './pgvector.js';
 import type { VectorEngine, VectorIndex } from './vector-index.js';
 
 export * from './vector-index.js';
 export { LanceDbIndex } from './lancedb.js';
+export { MilvusIndex, type MilvusSettings } from './milvus.js';
 export { PgvectorIndex, payloadFieldResolver } from './pgvector.js';
 export { HnswMemoryIndex, type DurableVectorIndex, type HnswMemoryOptions } from './hnsw-memory.js';
 
@@ -31,6 +34,8 @@ export interface CreateVectorIndexOptions {
   lanceDir?: string;
   pgvector?: PgvectorOptions;
   lancedb?: Omit<LanceDbOptions, 'uri'>;
+  /** Required for milvus. */
+  milvus?: MilvusSettings | undefined;
   /**
    * Put the in-process HNSW index (hnsw-memory.ts) in front of the engine; needs the database for its
    * change log. `lockDuringWrites`: true when several processes may share the database (PostgreSQL).
@@ -65,6 +70,10 @@ function createDurableIndex(options: CreateVectorIndexOptions): DurableVectorInd
       ...(memoryFronted ? { annIndexAbove: options.memory!.maxVectors ?? DEFAULT_MAX_VECTORS } : {}),
       ...options.pgvector,
     });
+  }
+  if (options.engine === 'milvus') {
+    if (!options.milvus) throw new InputError('VECTOR_ENGINE=milvus needs MILVUS_ADDRESS (host:port of the Milvus server, e.g. 127.0.0.1:19530)');
+    return new MilvusIndex(options.milvus);
   }
   if (!options.lanceDir) throw new InputError('the lancedb engine needs a data folder (lanceDir)');
   return new LanceDbIndex({ ...options.lancedb, uri: options.lanceDir });

@@ -1,6 +1,6 @@
 /**
  * VectorIndex: the one interface every vector engine implements (pgvector in the database, LanceDB on
- * disk). Engines pass the same contract suite (test/kernel/vectors/contract.ts), so callers never care
+ * disk, Milvus as a server). Engines pass the same contract suite (test/kernel/vectors/contract.ts), so callers never care
  * which one runs. Filters are the shared filter language (kernel/filters/filter.ts); their fields are
  * paths into the record's payload (`metadata.category` reads `payload.metadata.category`).
  */
@@ -37,7 +37,7 @@ export interface VectorHit {
   payload: Record<string, unknown>;
 }
 
-export type VectorEngine = 'pgvector' | 'lancedb';
+export type VectorEngine = 'pgvector' | 'lancedb' | 'milvus';
 /** A durable engine, or the in-process HNSW index in front of one (hnsw-memory.ts). */
 export type VectorIndexKind = VectorEngine | `memory+${VectorEngine}`;
 

@@ -1,0 +1,15 @@
+# One image for every Tessera process: `serve` (API), `worker` (batch tasks), `inference` (models over gRPC).
+FROM node:20-bookworm-slim
+WORKDIR /app
+ENV NODE_ENV=production
+COPY package.json package-lock.json .npmrc ./
+# `npm install`, not `npm ci`, as in .ci/run: the lockfile lists only the optional native binaries of the
+# platform it was written on.
+RUN npm install --omit=dev --no-audit --no-fund && npm cache clean --force
+COPY . .
+RUN mkdir -p /data && chown node:node /data
+USER node
+ENV TESSERA_HOME=/data HOST=0.0.0.0 PORT=8080
+EXPOSE 8080 50051
+ENTRYPOINT ["node", "bin/tessera.js"]
+CMD ["serve"]
