@@ -80,7 +80,7 @@ async function ingest(
   count: number,
   bulkSize: number,
   blobOf: (i: number) => Promise<Record<string, unknown>>,
-): Promise<{ createSeconds: number; batchSeconds: number; batch: Record<string, any>; meDuring: number[] }> {
+): Promise<{ createSeconds: number; batchSeconds: number; batch: Record<string, any>; meDuring: number[]; cpuSeconds: number }> {
   await call('POST', '/v1/buckets', { bucket_name: bucket });
   await call('POST', '/v1/collections/create', { ...collection, source: { type: 'bucket', bucket_id: bucket } });
   const ids: string[] = new Array<string>(count);
@@ -98,6 +98,7 @@ async function ingest(
   const createSeconds = (performance.now() - createStart) / 1000;
   const profile = process.env.BENCH_PROFILE ? await startProfile() : undefined;
   const batchStart = performance.now();
+  const cpuStart = process.cpuUsage();
   const sampler = sampleMe();
   const batch = await call('POST', `/v1/buckets/${bucket}/batches`, { object_ids: ids });
   await call('POST', `/v1/buckets/${bucket}/batches/${batch.batch_id}/submit`);
@@ -109,9 +110,11 @@ async function ingest(
   }
   const batchSeconds = (performance.now() - batchStart) / 1000;
   const meDuring = await sampler.stop();
+  const cpu = process.cpuUsage(cpuStart);
+  const cpuSeconds = (cpu.user + cpu.system) / 1e6;
   if (profile) await profile(`${process.env.BENCH_PROFILE}-${bucket}.cpuprofile`);
   if (done.status !== 'COMPLETED') throw new Error(`batch ended ${done.status}: ${JSON.stringify(done.tier_tasks?.[0]?.errors?.slice(0, 2))}`);
-  return { createSeconds, batchSeconds, batch: done, meDuring };
+  return { createSeconds, batchSeconds, batch: done, meDuring, cpuSeconds };
 }
 
 /** `GET /v1/me` one call at a time, every ~10 ms, until stopped: the API's latency as a client sees it. */
@@ -232,6 +235,7 @@ function report(label: string, count: number, r: Awaited<ReturnType<typeof inges
   console.log(`    bare model, through the gRPC workers:  ${bareWorkers.toFixed(0)} inputs/s`);
   console.log(`    bare bulk insert (documents + vectors): ${bare.insert.toFixed(0)} documents/s`);
   console.log(`    end to end:                            ${(tier.documents_written / total).toFixed(0)} documents/s  (batch alone ${(tier.documents_written / r.batchSeconds).toFixed(0)}/s)`);
+  console.log(`  CPU of this process (API, runner, database) during the batch: ${((r.cpuSeconds / Math.max(1, tier.documents_written)) * 1000).toFixed(2)} s per 1,000 documents`);
   console.log(
     `  GET /v1/me p99: idle ${p99(bare.meIdle).toFixed(1)} ms (${bare.meIdle.length} calls), during the batch ${p99(r.meDuring).toFixed(1)} ms ` +
       `(${r.meDuring.length} calls; max ${Math.max(...r.meDuring).toFixed(1)} ms)`,

@@ -1,0 +1,40 @@
+import { mkdtemp } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { pino } from 'pino';
+import { Session } from 'node:inspector/promises';
+import { writeFileSync } from 'node:fs';
+import { startKernel } from '../../kernel/app.js';
+import { loadConfig } from '../../kernel/config.js';
+import { DatabaseHandle, VectorIndex } from '../../kernel/tokens.js';
+import { featureIndexName } from '../../kernel/vectors/naming.js';
+import builtins from '../../plugins/index.js';
+import { Documents } from '../../plugins/resources/collections/index.js';
+import { createHashedNgramTextModel } from '../../plugins/models/hashed-ngram-text/index.js';
+const home = await mkdtemp(path.join(os.tmpdir(), 'floor-'));
+const adminKey = `svc_sk_bench_${'i'.repeat(47)}`;
+const kernel = await startKernel({ config: { ...loadConfig(), home, port: 0, host: '127.0.0.1', adminKey, logLevel: 'silent', batchHealthIntervalMs: 0, inferenceWorkers: 0 } as any, plugins: builtins.map((plugin) => ({ plugin, origin: 'builtin' as const })), overrides: { logger: pino({ level: 'silent' }) } });
+async function call(method: string, route: string, body?: unknown) { const r = await fetch(`${kernel.url}${route}`, { method, headers: { Authorization: `Bearer ${adminKey}`, 'X-Namespace': 'floorns', 'Content-Type': 'application/json' }, ...(body ? { body: JSON.stringify(body) } : {}) }); return r.json() as any; }
+await call('POST', '/v1/namespaces', { namespace_name: 'floorns' });
+await call('POST', '/v1/buckets', { bucket_name: 'f' });
+const created = await call('POST', '/v1/collections/create', { collection_name: 'f', feature_extractors: [{ feature_extractor_name: 'text_extractor' }], source: { type: 'bucket', bucket_id: 'f' } });
+if (!created.collection_id) console.log(created);
+const db = kernel.services.get(DatabaseHandle).db;
+const c = await db('collections').where({ collection_id: created.collection_id }).first();
+const model = createHashedNgramTextModel();
+const N = Number(process.argv[2] ?? 3000);
+const texts = Array.from({ length: N }, (_, i) => `Note ${i}: the river near the stone glows like ember ${i % 17} at dusk.`);
+const vecs = (await model.infer(texts)).map((v: any) => Array.from(v) as number[]);
+const documents = kernel.services.get(Documents); const vectors = kernel.services.get(VectorIndex);
+const index = featureIndexName(c.collection_id, 'text_embedding');
+await vectors.ensureIndex({ name: index, dims: 384, distance: 'cosine' });
+const s = new Session(); s.connect(); await s.post('Profiler.enable'); await s.post('Profiler.start');
+let td = 0, tv = 0; const t0 = performance.now();
+for (let f = 0; f < N; f += 500) {
+  const writes = texts.slice(f, f + 500).map((t, k) => ({ organizationId: c.organization_id, namespaceId: c.namespace_id, collectionId: c.collection_id, sourceKey: `x/${f + k}`, rootObjectId: null, sourceCollectionId: null, sourceDocumentId: null, processingTier: 0, fields: { text: t, chunk_index: 0 } }));
+  let a = performance.now(); const rows = await documents.upsertMany(writes); td += performance.now() - a;
+  a = performance.now(); await vectors.upsert(index, rows.map((r, k) => ({ id: r.document_id, vector: vecs[f + k]!, payload: { fields: r.fields } }))); tv += performance.now() - a;
+}
+const { profile } = await s.post('Profiler.stop'); writeFileSync('/tmp/ing/floor.cpuprofile', JSON.stringify(profile));
+console.log(`floor ${(N / ((performance.now() - t0) / 1000)).toFixed(0)} docs/s; documents ${td.toFixed(0)} ms, vectors ${tv.toFixed(0)} ms`);
+await kernel.stop();
