@@ -341,11 +341,22 @@ export class DocumentProcessor implements CollectionProcessor {
     return made;
   }
 
-  /** Documents, then their vectors (timed apart: they are the two halves of the write stage). */
-  /** `records`: the records whose documents these are (every extractor ran on them). */
+  /**
+   * Documents, then their vectors (timed apart: they are the two halves of the write stage), a slice at a
+   * time: each statement stays short, so requests the API serves meanwhile never wait long behind one.
+   * `records`: the records whose documents these are (every extractor ran on them).
+   */
   private async write(clock: StageClock, collection: CollectionRow, pending: PendingWrite[], records: SourceRecord[]): Promise<number> {
-    const rows = await clock.time('write:documents', () => this.deps.documents.upsertMany(pending.map((p) => p.write)));
-    const written = await clock.time('write:vectors', () => this.writeVectors(collection, pending, rows, records));
+    const rows: DocumentRow[] = [];
+    for (let first = 0; first < pending.length; first += WRITE_SLICE) {
+      const slice = pending.slice(first, first + WRITE_SLICE);
+      const written = await clock.time('write:documents', () => this.deps.documents.upsertMany(slice.map((p) => p.write)));
+      await clock.time('write:vectors', () => this.writeVectors(collection, slice, written));
+      rows.push(...written);
+    }
+    if (collection.feature_extractors.some((c) => c.document_output_handling === 'replace')) {
+      await clock.time('write:vectors', () => this.removeStale(collection, pending, records));
+    }
     if (this.deps.changes && rows.length > 0) {
       // An upsert keeps a document's created_at: the rows written now for the first time have it equal to updated_at.
       const created = rows.filter((r) => new Date(r.created_at).getTime() === new Date(r.updated_at).getTime()).map((r) => r.document_id);
@@ -353,10 +364,10 @@ export class DocumentProcessor implements CollectionProcessor {
       await this.deps.changes.changed(collection, 'document.created', created);
       await this.deps.changes.changed(collection, 'document.updated', rows.map((r) => r.document_id).filter((id) => !createdSet.has(id)));
     }
-    return written;
+    return rows.length;
   }
 
-  private async writeVectors(collection: CollectionRow, pending: PendingWrite[], rows: DocumentRow[], records: SourceRecord[]): Promise<number> {
+  private async writeVectors(collection: CollectionRow, pending: PendingWrite[], rows: DocumentRow[]): Promise<void> {
     const idByKey = new Map(rows.map((r) => [r.source_key, r]));
     const byIndex = new Map<string, { spec: { dims: number; distance: 'cosine' | 'l2' | 'dot' }; records: VectorRecord[] }>();
     for (const p of pending) {
@@ -382,10 +393,6 @@ export class DocumentProcessor implements CollectionProcessor {
         await this.deps.vectors.upsert(name, vectors);
       }
     }
-    if (collection.feature_extractors.some((c) => c.document_output_handling === 'replace')) {
-      await this.removeStale(collection, pending, records);
-    }
-    return rows.length;
   }
 
   /** `replace`: documents a record produced before but not this time are removed, with their vectors. */
@@ -522,6 +529,9 @@ export class DocumentProcessor implements CollectionProcessor {
     }
   }
 }
+
+/** Documents (and their vectors) written per statement. */
+const WRITE_SLICE = 64;
 
 /** Blobs up to this size are read for a whole chunk before its extraction starts... */
 const PREFETCH_MAX_BLOB_BYTES = 1 << 20;
