@@ -1,8 +1,10 @@
 /**
  * `tsx scripts/bench/ingest.ts [texts] [images]` (defaults 10000 and 1000): objects per second end to end —
  * objects created through the API (`POST /objects/bulk`), one batch submitted, every document and vector written — for short
- * texts (text_extractor) and 256×256 JPEGs (image_extractor), beside the bare model calls on the same
- * inputs in the same run: in process, and through the gRPC inference workers.
+ * texts (text_extractor) and 256×256 JPEGs (image_extractor), beside, in the same run: the bare model calls on
+ * the same inputs (in process, and through the gRPC inference workers), a bare bulk insert of the same
+ * documents and vectors straight into the stores (the floor for writes), and the p99 latency of
+ * `GET /v1/me` while idle and while the batch runs (does batch work leave the API responsive?).
  *
  * The server runs in this process on its embedded defaults (PGlite, pgvector, local blobs, spawned
  * inference workers: one per core), or on PostgreSQL/NATS when DATABASE_URL/NATS_URL are set.
@@ -15,8 +17,10 @@ import { pino } from 'pino';
 import sharp from 'sharp';
 import { startKernel } from '../../kernel/app.js';
 import { loadConfig } from '../../kernel/config.js';
-import { Inference } from '../../kernel/tokens.js';
+import { DatabaseHandle, Inference, VectorIndex } from '../../kernel/tokens.js';
+import { featureIndexName } from '../../kernel/vectors/naming.js';
 import builtins from '../../plugins/index.js';
+import { Documents } from '../../plugins/resources/collections/index.js';
 import { createHashedNgramTextModel } from '../../plugins/models/hashed-ngram-text/index.js';
 import imageDescriptor from '../../plugins/models/image-descriptor/index.js';
 
@@ -32,6 +36,7 @@ const kernel = await startKernel({
   overrides: { logger: pino({ level: 'silent' }) },
 });
 const inference = kernel.services.get(Inference);
+const db = kernel.services.get(DatabaseHandle).db;
 
 async function call(method: string, route: string, body?: unknown): Promise<Record<string, any>> {
   const res = await fetch(`${kernel.url}${route}`, {
@@ -75,7 +80,7 @@ async function ingest(
   count: number,
   bulkSize: number,
   blobOf: (i: number) => Promise<Record<string, unknown>>,
-): Promise<{ createSeconds: number; batchSeconds: number; batch: Record<string, any> }> {
+): Promise<{ createSeconds: number; batchSeconds: number; batch: Record<string, any>; meDuring: number[]; cpuSeconds: number }> {
   await call('POST', '/v1/buckets', { bucket_name: bucket });
   await call('POST', '/v1/collections/create', { ...collection, source: { type: 'bucket', bucket_id: bucket } });
   const ids: string[] = new Array<string>(count);
@@ -93,6 +98,8 @@ async function ingest(
   const createSeconds = (performance.now() - createStart) / 1000;
   const profile = process.env.BENCH_PROFILE ? await startProfile() : undefined;
   const batchStart = performance.now();
+  const cpuStart = process.cpuUsage();
+  const sampler = sampleMe();
   const batch = await call('POST', `/v1/buckets/${bucket}/batches`, { object_ids: ids });
   await call('POST', `/v1/buckets/${bucket}/batches/${batch.batch_id}/submit`);
   let done: Record<string, any>;
@@ -102,9 +109,85 @@ async function ingest(
     await new Promise((r) => setTimeout(r, 100));
   }
   const batchSeconds = (performance.now() - batchStart) / 1000;
+  const meDuring = await sampler.stop();
+  const cpu = process.cpuUsage(cpuStart);
+  const cpuSeconds = (cpu.user + cpu.system) / 1e6;
   if (profile) await profile(`${process.env.BENCH_PROFILE}-${bucket}.cpuprofile`);
   if (done.status !== 'COMPLETED') throw new Error(`batch ended ${done.status}: ${JSON.stringify(done.tier_tasks?.[0]?.errors?.slice(0, 2))}`);
-  return { createSeconds, batchSeconds, batch: done };
+  return { createSeconds, batchSeconds, batch: done, meDuring, cpuSeconds };
+}
+
+/** `GET /v1/me` one call at a time, every ~10 ms, until stopped: the API's latency as a client sees it. */
+function sampleMe(): { stop: () => Promise<number[]> } {
+  const samples: number[] = [];
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      const t0 = performance.now();
+      await call('GET', '/v1/me');
+      samples.push(performance.now() - t0);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  })();
+  return {
+    stop: async () => {
+      running = false;
+      await loop;
+      return samples;
+    },
+  };
+}
+
+async function idleMe(count: number): Promise<number[]> {
+  const sampler = sampleMe();
+  await new Promise((r) => setTimeout(r, count * 11));
+  return sampler.stop();
+}
+
+function p99(samples: readonly number[]): number {
+  const sorted = [...samples].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.99))] ?? 0;
+}
+
+/**
+ * The floor for writes: the same documents and vectors written straight into the document store and the
+ * vector index (no API, no batch, no extraction), 500 a statement, into a collection of the same shape.
+ */
+async function bareInsert(
+  name: string,
+  extractor: Record<string, unknown>,
+  feature: string,
+  count: number,
+  fieldsOf: (i: number) => Record<string, unknown>,
+  vectorOf: (i: number) => number[],
+): Promise<number> {
+  await call('POST', '/v1/buckets', { bucket_name: name });
+  const created = await call('POST', '/v1/collections/create', { collection_name: name, feature_extractors: [extractor], source: { type: 'bucket', bucket_id: name } });
+  const collection = (await db('collections').where({ collection_id: created.collection_id }).first()) as { collection_id: string; organization_id: string; namespace_id: string };
+  const documents = kernel.services.get(Documents);
+  const vectors = kernel.services.get(VectorIndex);
+  const index = featureIndexName(collection.collection_id, feature);
+  const t0 = performance.now();
+  await vectors.ensureIndex({ name: index, dims: vectorOf(0).length, distance: 'cosine' });
+  for (let first = 0; first < count; first += 500) {
+    const writes = [];
+    for (let i = first; i < Math.min(count, first + 500); i++) {
+      writes.push({
+        organizationId: collection.organization_id,
+        namespaceId: collection.namespace_id,
+        collectionId: collection.collection_id,
+        sourceKey: `floor/${i}`,
+        rootObjectId: null,
+        sourceCollectionId: null,
+        sourceDocumentId: null,
+        processingTier: 0,
+        fields: fieldsOf(i),
+      });
+    }
+    const rows = await documents.upsertMany(writes);
+    await vectors.upsert(index, rows.map((row, k) => ({ id: row.document_id, vector: vectorOf(first + k), payload: { fields: row.fields } })));
+  }
+  return count / ((performance.now() - t0) / 1000);
 }
 
 /** BENCH_PROFILE=<path prefix>: a CPU profile of this process during each batch (where the API, runner and database run). */
@@ -123,7 +206,15 @@ async function startProfile(): Promise<(file: string) => Promise<void>> {
   };
 }
 
-function report(label: string, count: number, r: Awaited<ReturnType<typeof ingest>>, bareInProcess: number, bareWorkers: number): void {
+interface Bare {
+  inProcess: number;
+  workers: number;
+  insert: number;
+  meIdle: number[];
+}
+
+function report(label: string, count: number, r: Awaited<ReturnType<typeof ingest>>, bare: Bare): void {
+  const { inProcess: bareInProcess, workers: bareWorkers } = bare;
   const tier = r.batch.tier_tasks[0];
   const total = r.createSeconds + r.batchSeconds;
   const extract = tier.performance.bottlenecks.find((b: { stage_name: string }) => b.stage_name.startsWith('extract:'));
@@ -139,30 +230,49 @@ function report(label: string, count: number, r: Awaited<ReturnType<typeof inges
     `  inference share of the batch: extract stage ${(extract.total_time_ms / 1000).toFixed(1)} s summed over concurrent records; ` +
       `bare model time for the same inputs ${(count / bareInProcess).toFixed(1)} s in one process = ${((count / bareInProcess / r.batchSeconds) * 100).toFixed(0)}% of the batch's wall time`,
   );
-  console.log(`  bare model, in process:                ${bareInProcess.toFixed(0)} inputs/s`);
-  console.log(`  bare model, through the gRPC workers:  ${bareWorkers.toFixed(0)} inputs/s`);
+  console.log(`  side by side (per second):`);
+  console.log(`    bare model, in process:                ${bareInProcess.toFixed(0)} inputs/s`);
+  console.log(`    bare model, through the gRPC workers:  ${bareWorkers.toFixed(0)} inputs/s`);
+  console.log(`    bare bulk insert (documents + vectors): ${bare.insert.toFixed(0)} documents/s`);
+  console.log(`    end to end:                            ${(tier.documents_written / total).toFixed(0)} documents/s  (batch alone ${(tier.documents_written / r.batchSeconds).toFixed(0)}/s)`);
+  console.log(`  CPU of this process (API, runner, database) during the batch: ${((r.cpuSeconds / Math.max(1, tier.documents_written)) * 1000).toFixed(2)} s per 1,000 documents`);
+  console.log(
+    `  GET /v1/me p99: idle ${p99(bare.meIdle).toFixed(1)} ms (${bare.meIdle.length} calls), during the batch ${p99(r.meDuring).toFixed(1)} ms ` +
+      `(${r.meDuring.length} calls; max ${Math.max(...r.meDuring).toFixed(1)} ms)`,
+  );
 }
 
 try {
   await call('POST', '/v1/namespaces', { namespace_name: 'bench' });
+  // The API compiles each operation's request validator on its first call: one tiny batch through the same
+  // operations first, so the latency measured during the batches is the batch's doing, not a first call's.
+  await ingest('warmup', { collection_name: 'warmup', feature_extractors: [{ feature_extractor_name: 'text_extractor' }] }, 2, 2, async (i) => ({
+    property: 'content',
+    text: shortText(i),
+  }));
 
   if (textCount > 0) {
     const texts = Array.from({ length: textCount }, (_, i) => shortText(i));
     const model = createHashedNgramTextModel();
     await model.load();
     let t0 = performance.now();
-    for (let i = 0; i < texts.length; i += 64) await model.infer(texts.slice(i, i + 64));
+    const textVectors: number[][] = [];
+    for (let i = 0; i < texts.length; i += 64) textVectors.push(...((await model.infer(texts.slice(i, i + 64))) as ArrayLike<number>[]).map((v) => Array.from(v)));
     const bareInProcess = texts.length / ((performance.now() - t0) / 1000);
     t0 = performance.now();
     await inference.embedText('hashed-ngram-text', texts.slice(0, 64)); // connect
     t0 = performance.now();
     await inference.embedText('hashed-ngram-text', texts);
     const bareWorkers = texts.length / ((performance.now() - t0) / 1000);
+    const insert = await bareInsert('texts-floor', { feature_extractor_name: 'text_extractor' }, 'text_embedding', textCount, (i) => ({
+      text: texts[i], chunk_index: 0, chunk_count: 1, char_start: 0, char_end: texts[i]!.length, word_count: texts[i]!.split(' ').length, truncated: false,
+    }), (i) => textVectors[i]!);
+    const meIdle = await idleMe(200);
     const result = await ingest('texts', { collection_name: 'text-chunks', feature_extractors: [{ feature_extractor_name: 'text_extractor' }] }, textCount, 1000, async (i) => ({
       property: 'content',
       text: texts[i],
     }));
-    report('Short texts (text_extractor, 384-d hashed n-gram embedding)', textCount, result, bareInProcess, bareWorkers);
+    report('Short texts (text_extractor, 384-d hashed n-gram embedding)', textCount, result, { inProcess: bareInProcess, workers: bareWorkers, insert, meIdle });
   }
 
   if (imageCount > 0) {
@@ -170,12 +280,20 @@ try {
     const model = imageDescriptor;
     await model.load();
     let t0 = performance.now();
-    for (let i = 0; i < images.length; i += 16) await (model.infer as (inputs: Buffer[]) => Promise<unknown[]>)(images.slice(i, i + 16));
+    const imageVectors: number[][] = [];
+    for (let i = 0; i < images.length; i += 16) {
+      const described = await (model.infer as (inputs: Buffer[]) => Promise<Array<{ vector: ArrayLike<number> }>>)(images.slice(i, i + 16));
+      imageVectors.push(...described.map((d) => Array.from(d.vector)));
+    }
     const bareInProcess = images.length / ((performance.now() - t0) / 1000);
     await inference.embedImage('image-descriptor', images.slice(0, 4));
     t0 = performance.now();
     await inference.embedImage('image-descriptor', images);
     const bareWorkers = images.length / ((performance.now() - t0) / 1000);
+    const insert = await bareInsert('pictures-floor', { feature_extractor_name: 'image_extractor', parameters: { enable_ocr: false } }, 'image_embedding', imageCount, (i) => ({
+      width: 256, height: 256, format: 'jpeg', size_bytes: images[i]!.length, dominant_colours: ['#000000'], thumbnail: { storage_key: `floor/${i}`, content_type: 'image/jpeg', size_bytes: 1 },
+    }), (i) => imageVectors[i]!);
+    const meIdle = await idleMe(200);
     const result = await ingest(
       'images',
       { collection_name: 'pictures', feature_extractors: [{ feature_extractor_name: 'image_extractor', parameters: { enable_ocr: false } }] },
@@ -183,7 +301,7 @@ try {
       100,
       async (i) => ({ property: 'content', base64: images[i]!.toString('base64') }),
     );
-    report('256×256 JPEGs (image_extractor: descriptor + thumbnail; OCR off)', imageCount, result, bareInProcess, bareWorkers);
+    report('256×256 JPEGs (image_extractor: descriptor + thumbnail; OCR off)', imageCount, result, { inProcess: bareInProcess, workers: bareWorkers, insert, meIdle });
   }
 } finally {
   await kernel.stop();

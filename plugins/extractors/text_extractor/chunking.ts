@@ -47,9 +47,15 @@ const NO_SPACE_SCRIPT = /[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}\p
 /** Longest piece handed to Intl.Segmenter at once (see the file comment on its cost). */
 const SEGMENTER_WINDOW = 1024;
 
+let sharedWordSegmenter: Intl.Segmenter | undefined;
+
+/**
+ * One segmenter for every call: making one costs more than chunking a short text does, and `segment()`
+ * keeps no state between calls.
+ */
 function wordSegmenter(): Intl.Segmenter {
   // 'und' (no particular locale): ICU's dictionary-based breaking covers CJK and Thai regardless.
-  return new Intl.Segmenter('und', { granularity: 'word' });
+  return (sharedWordSegmenter ??= new Intl.Segmenter('und', { granularity: 'word' }));
 }
 
 /**

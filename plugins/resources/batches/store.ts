@@ -73,7 +73,35 @@ function toColumns(row: Partial<BatchRow>): Record<string, unknown> {
   return out;
 }
 
+/** A chunk's columns besides its record ids and outcome: cheap to read on every look. */
+const HEAD_COLUMNS = ['batch_id', 'generation', 'tier', 'collection_id', 'chunk_index', 'status', 'task_id', 'started_at', 'completed_at'] as const;
+type ChunkHead = Omit<ChunkRow, 'record_ids' | 'outcome'>;
+
+/** What never changes of a committed chunk: its record ids; and its outcome once it ended (only PENDING rows are ever updated). */
+interface KnownChunk {
+  record_ids: string[];
+  outcome?: ProcessingOutcome | null;
+}
+
+/** Batches whose chunks this process remembers (least recently read go first). */
+const KNOWN_BATCHES = 32;
+/** Past this many chunks to fetch whole, one query by the caller's filter beats a list of keys. */
+const FETCH_BY_KEYS = 64;
+
+function chunkKeyOf(c: ChunkKey): string {
+  return `${c.generation}\u0000${c.tier}\u0000${c.collection_id}\u0000${c.chunk_index}`;
+}
+
 export class BatchStore {
+  /**
+   * Record ids and outcomes of committed chunks, by batch. Every chunk completion aggregates its tier
+   * from all the tier's chunks, and every status read computes progress from all the batch's chunks:
+   * re-reading and re-parsing every outcome each time made both grow with the square of the chunks.
+   * Chunk rows only change while PENDING, so what is remembered here never goes stale; rows read in a
+   * transaction are remembered once it commits.
+   */
+  private readonly known = new Map<string, Map<string, KnownChunk>>();
+
   constructor(private readonly db: Knex) {}
 
   find(organizationId: string, batchId: string, db: Knex = this.db): Promise<BatchRow | undefined> {
@@ -138,21 +166,72 @@ export class BatchStore {
   }
 
   chunksOf(batchId: string, generation: number, tier: number, db: Knex = this.db): Promise<ChunkRow[]> {
-    return db<ChunkRow>('batch_chunks')
-      .where({ batch_id: batchId, generation, tier })
-      .orderBy([{ column: 'collection_id' }, { column: 'chunk_index' }]);
+    return this.readChunks(batchId, { batch_id: batchId, generation, tier }, [{ column: 'collection_id' }, { column: 'chunk_index' }], db);
   }
 
   /** The chunks of one tier in every generation: a tier's results add up over the batch's runs. */
   chunksOfTier(batchId: string, tier: number, db: Knex = this.db): Promise<ChunkRow[]> {
-    return db<ChunkRow>('batch_chunks')
-      .where({ batch_id: batchId, tier })
-      .orderBy([{ column: 'generation' }, { column: 'collection_id' }, { column: 'chunk_index' }]);
+    return this.readChunks(batchId, { batch_id: batchId, tier }, [{ column: 'generation' }, { column: 'collection_id' }, { column: 'chunk_index' }], db);
   }
 
   /** Every chunk of the batch (all generations), for progress and retries. */
   allChunks(batchId: string, db: Knex = this.db): Promise<ChunkRow[]> {
-    return db<ChunkRow>('batch_chunks').where({ batch_id: batchId }).orderBy([{ column: 'generation' }, { column: 'tier' }, { column: 'chunk_index' }]);
+    return this.readChunks(batchId, { batch_id: batchId }, [{ column: 'generation' }, { column: 'tier' }, { column: 'chunk_index' }], db);
+  }
+
+  /**
+   * The chunks matching `where`, in `order`: their heads (status, times) always from the database, record
+   * ids and outcomes from what this process already read of them when it can (see `known`).
+   */
+  private async readChunks(
+    batchId: string,
+    where: Record<string, string | number>,
+    order: Array<{ column: string }>,
+    db: Knex,
+  ): Promise<ChunkRow[]> {
+    const heads = (await db('batch_chunks').where(where).orderBy(order).select(...HEAD_COLUMNS)) as ChunkHead[];
+    let known = this.known.get(batchId);
+    if (known) {
+      // Most recently read last: the first entries are the ones forgotten when too many are held.
+      this.known.delete(batchId);
+      this.known.set(batchId, known);
+    }
+    const complete = (head: ChunkHead, entry: KnownChunk | undefined): entry is KnownChunk =>
+      entry !== undefined && (head.status === 'PENDING' || entry.outcome !== undefined);
+    const missing = heads.filter((h) => !complete(h, known?.get(chunkKeyOf(h))));
+    if (missing.length > 0) {
+      const query = db('batch_chunks').select('generation', 'tier', 'collection_id', 'chunk_index', 'status', 'record_ids', 'outcome');
+      const fetched = (await (missing.length > FETCH_BY_KEYS
+        ? query.where(where)
+        : query.where({ batch_id: batchId }).whereIn(
+            ['generation', 'tier', 'collection_id', 'chunk_index'],
+            missing.map((m) => [m.generation, m.tier, m.collection_id, m.chunk_index]),
+          ))) as Array<ChunkKey & Pick<ChunkRow, 'status' | 'record_ids' | 'outcome'>>;
+      const learned = new Map<string, KnownChunk>();
+      for (const row of fetched) {
+        learned.set(chunkKeyOf(row), row.status === 'PENDING' ? { record_ids: row.record_ids } : { record_ids: row.record_ids, outcome: row.outcome });
+      }
+      const remember = () => {
+        let entries = this.known.get(batchId);
+        if (!entries) {
+          this.known.set(batchId, (entries = new Map()));
+          if (this.known.size > KNOWN_BATCHES) this.known.delete(this.known.keys().next().value!);
+        }
+        for (const [key, entry] of learned) entries.set(key, entry);
+      };
+      if (db.isTransaction) {
+        // Only what a commit made lasting: a rolled back plan or finish must not be remembered.
+        (db as Knex.Transaction).executionPromise.then(remember, () => undefined);
+        known = new Map([...(known ?? []), ...learned]);
+      } else {
+        remember();
+        known = this.known.get(batchId);
+      }
+    }
+    return heads.map((head) => {
+      const entry = known!.get(chunkKeyOf(head))!;
+      return { ...head, record_ids: entry.record_ids, outcome: head.status === 'PENDING' ? null : (entry.outcome ?? null) };
+    });
   }
 
   /**

@@ -8,10 +8,11 @@
  * error in the outcome; a dependency failing (inference unreachable, storage, database) throws, so the
  * task is retried as a whole.
  */
+import { Readable } from 'node:stream';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { BlobArtifactWriter, artifactPrefix } from '../../../../kernel/blobs/artifacts.js';
-import type { BlobStore } from '../../../../kernel/blobs/blob-store.js';
+import type { BlobInfo, BlobStore, ByteRange } from '../../../../kernel/blobs/blob-store.js';
 import { ApiError, InputError, NotFoundError, RequestValidationError, ServiceUnavailableError } from '../../../../kernel/errors.js';
 import type { EventBus } from '../../../../kernel/events/event-bus.js';
 import { matchesFilter, parseFilter } from '../../../../kernel/filters/filter.js';
@@ -131,10 +132,14 @@ export class DocumentProcessor implements CollectionProcessor {
       const started = Date.now();
       const errorsBefore = outcome.errors.length;
       const job: ExtractorOutcome = { extractor_type: extractor.name, documents_written: 0, documents_skipped: 0, duration_ms: 0, errors: [] };
+      const mappedInputs = new Map(passing.map((r) => [r.id, mapInputs(extractor, r, config.input_mapping as Record<string, string> | undefined)]));
+      // The chunk's small input blobs read together first: the records then reach the model in the same
+      // turns, so their calls coalesce into a few large requests instead of trickling in one by one.
+      const prefetched = await clock.time('fetch:blobs', () => this.prefetchBlobs([...mappedInputs.values()].filter((m) => !m.skip)));
       await this.forEach(passing, async (record) => {
         if (failed.has(record.id) || signal?.aborted) return;
         const state = progress.get(record.id)!;
-        const mapped = mapInputs(extractor, record, config.input_mapping as Record<string, string> | undefined);
+        const mapped = mappedInputs.get(record.id)!;
         if (mapped.skip) {
           state.skips.push(mapped.skip);
           state.ran += 1;
@@ -142,7 +147,7 @@ export class DocumentProcessor implements CollectionProcessor {
           return;
         }
         state.submitted = true;
-        const drafts = await clock.time(`extract:${extractor.name}`, () => this.extract(extractor, collection, record, config, mapped.fields, mapped.mimeType)).catch(
+        const drafts = await clock.time(`extract:${extractor.name}`, () => this.extract(extractor, collection, record, config, mapped.fields, mapped.mimeType, prefetched)).catch(
           (err: unknown) => {
             if (isDependencyFailure(err)) throw err;
             failed.add(record.id);
@@ -151,6 +156,7 @@ export class DocumentProcessor implements CollectionProcessor {
             return undefined;
           },
         );
+        prefetched.forget(mapped.fields);
         if (!drafts) return;
         state.ran += 1;
         state.extracted.push({ config, extractor, drafts, job });
@@ -269,6 +275,7 @@ export class DocumentProcessor implements CollectionProcessor {
     config: ExtractorConfig,
     fields: Record<string, unknown>,
     mimeType: string,
+    prefetched: PrefetchedBlobs,
   ): Promise<DocumentDraft[]> {
     const drafts: DocumentDraft[] = [];
     const parentLog = this.deps.log;
@@ -281,7 +288,7 @@ export class DocumentProcessor implements CollectionProcessor {
         return (childLog ??= parentLog.child({ collection_id: collection.collection_id, record_id: record.id, extractor: extractor.name }));
       },
       inference: this.deps.inference(),
-      blobs: this.deps.blobs,
+      blobs: prefetched.store,
       artifacts: BlobArtifactWriter.forRecord(this.deps.blobs, collection.organization_id, collection.collection_id, record.id),
     };
     const input = { objectId: record.rootObjectId, mimeType, fields, parameters: (config.parameters ?? {}) as Record<string, unknown> };
@@ -334,11 +341,22 @@ export class DocumentProcessor implements CollectionProcessor {
     return made;
   }
 
-  /** Documents, then their vectors (timed apart: they are the two halves of the write stage). */
-  /** `records`: the records whose documents these are (every extractor ran on them). */
+  /**
+   * Documents, then their vectors (timed apart: they are the two halves of the write stage), a slice at a
+   * time: each statement stays short, so requests the API serves meanwhile never wait long behind one.
+   * `records`: the records whose documents these are (every extractor ran on them).
+   */
   private async write(clock: StageClock, collection: CollectionRow, pending: PendingWrite[], records: SourceRecord[]): Promise<number> {
-    const rows = await clock.time('write:documents', () => this.deps.documents.upsertMany(pending.map((p) => p.write)));
-    const written = await clock.time('write:vectors', () => this.writeVectors(collection, pending, rows, records));
+    const rows: DocumentRow[] = [];
+    for (let first = 0; first < pending.length; first += WRITE_SLICE) {
+      const slice = pending.slice(first, first + WRITE_SLICE);
+      const written = await clock.time('write:documents', () => this.deps.documents.upsertMany(slice.map((p) => p.write)));
+      await clock.time('write:vectors', () => this.writeVectors(collection, slice, written));
+      rows.push(...written);
+    }
+    if (collection.feature_extractors.some((c) => c.document_output_handling === 'replace')) {
+      await clock.time('write:vectors', () => this.removeStale(collection, pending, records));
+    }
     if (this.deps.changes && rows.length > 0) {
       // An upsert keeps a document's created_at: the rows written now for the first time have it equal to updated_at.
       const created = rows.filter((r) => new Date(r.created_at).getTime() === new Date(r.updated_at).getTime()).map((r) => r.document_id);
@@ -346,10 +364,10 @@ export class DocumentProcessor implements CollectionProcessor {
       await this.deps.changes.changed(collection, 'document.created', created);
       await this.deps.changes.changed(collection, 'document.updated', rows.map((r) => r.document_id).filter((id) => !createdSet.has(id)));
     }
-    return written;
+    return rows.length;
   }
 
-  private async writeVectors(collection: CollectionRow, pending: PendingWrite[], rows: DocumentRow[], records: SourceRecord[]): Promise<number> {
+  private async writeVectors(collection: CollectionRow, pending: PendingWrite[], rows: DocumentRow[]): Promise<void> {
     const idByKey = new Map(rows.map((r) => [r.source_key, r]));
     const byIndex = new Map<string, { spec: { dims: number; distance: 'cosine' | 'l2' | 'dot' }; records: VectorRecord[] }>();
     for (const p of pending) {
@@ -375,10 +393,6 @@ export class DocumentProcessor implements CollectionProcessor {
         await this.deps.vectors.upsert(name, vectors);
       }
     }
-    if (collection.feature_extractors.some((c) => c.document_output_handling === 'replace')) {
-      await this.removeStale(collection, pending, records);
-    }
-    return rows.length;
   }
 
   /** `replace`: documents a record produced before but not this time are removed, with their vectors. */
@@ -397,6 +411,43 @@ export class DocumentProcessor implements CollectionProcessor {
         await this.deps.changes?.changed(collection, 'document.deleted', removed);
       }
     }
+  }
+
+  /**
+   * Reads the blobs the mapped inputs point at (small ones, up to a budget per chunk), a few at a time,
+   * and returns a blob store serving them from memory (everything else from the real store). Extractors
+   * read through it exactly as before; a blob that cannot be read now is left to the extractor's own read,
+   * so its error stays the extractor's.
+   */
+  private async prefetchBlobs(inputs: Array<{ fields: Record<string, unknown> }>): Promise<PrefetchedBlobs> {
+    const wanted = new Map<string, number>();
+    let budget = PREFETCH_BUDGET_BYTES;
+    for (const { fields } of inputs) {
+      for (const value of Object.values(fields)) {
+        const ref = blobReferenceOf(value);
+        if (!ref || wanted.has(ref.key) || ref.size <= 0 || ref.size > PREFETCH_MAX_BLOB_BYTES || ref.size > budget) continue;
+        budget -= ref.size;
+        wanted.set(ref.key, ref.size);
+      }
+    }
+    const held = new Map<string, { info: BlobInfo; bytes: Buffer }>();
+    const keys = [...wanted.keys()];
+    let next = 0;
+    const lane = async () => {
+      while (next < keys.length) {
+        const key = keys[next++]!;
+        try {
+          const { info, body } = await this.deps.blobs.get(key);
+          const parts: Buffer[] = [];
+          for await (const part of body as AsyncIterable<Buffer | string>) parts.push(typeof part === 'string' ? Buffer.from(part) : part);
+          held.set(key, { info, bytes: Buffer.concat(parts) });
+        } catch {
+          // Left to the extractor, which reports it in its own words (or retries the task if it is a dependency failing).
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(PREFETCH_LANES, keys.length) }, lane));
+    return new PrefetchedBlobs(this.deps.blobs, held);
   }
 
   /** Runs `work` over the records with bounded concurrency; the first thrown error stops the rest and is rethrown. */
@@ -475,6 +526,57 @@ export class DocumentProcessor implements CollectionProcessor {
           affected_count: error.affected_count,
         },
       });
+    }
+  }
+}
+
+/** Documents (and their vectors) written per statement. */
+const WRITE_SLICE = 64;
+
+/** Blobs up to this size are read for a whole chunk before its extraction starts... */
+const PREFETCH_MAX_BLOB_BYTES = 1 << 20;
+/** ...up to this many bytes a chunk (larger inputs are read by the extractor as it needs them). */
+const PREFETCH_BUDGET_BYTES = 64 << 20;
+const PREFETCH_LANES = 16;
+
+function blobReferenceOf(value: unknown): { key: string; size: number } | undefined {
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return undefined;
+  const { storage_key: key, size_bytes: size } = value as { storage_key?: unknown; size_bytes?: unknown };
+  return typeof key === 'string' && key.length > 0 && typeof size === 'number' ? { key, size } : undefined;
+}
+
+/** A chunk's prefetched blobs, served as the blob store would (ranges included); the rest passes through. */
+class PrefetchedBlobs {
+  readonly store: BlobStore;
+
+  constructor(
+    real: BlobStore,
+    private readonly held: Map<string, { info: BlobInfo; bytes: Buffer }>,
+  ) {
+    const get = async (key: string, range?: ByteRange): Promise<{ info: BlobInfo; body: NodeJS.ReadableStream }> => {
+      const blob = this.held.get(key);
+      const size = blob?.bytes.length ?? 0;
+      // Anything the real store would judge (empty blobs, ranges past the end) is left to it.
+      if (!blob || size === 0 || (range && (range.start < 0 || range.start >= size || (range.end !== undefined && range.end < range.start)))) {
+        return real.get(key, range);
+      }
+      const bytes = range ? blob.bytes.subarray(range.start, range.end === undefined ? size : Math.min(size, range.end + 1)) : blob.bytes;
+      return { info: blob.info, body: Readable.from([bytes]) };
+    };
+    this.store = new Proxy(real, {
+      get: (target, property, receiver) => {
+        if (property === 'get') return get;
+        const value: unknown = Reflect.get(target, property, receiver);
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+  }
+
+  /** A record's inputs are done with: their bytes need not be held any longer. */
+  forget(fields: Record<string, unknown>): void {
+    for (const value of Object.values(fields)) {
+      const ref = blobReferenceOf(value);
+      if (ref) this.held.delete(ref.key);
     }
   }
 }
