@@ -10,7 +10,10 @@ export function summaryOf(fields: Record<string, unknown> | undefined): string {
     const value = fields[name];
     if (typeof value === 'string' && value.trim()) return value;
   }
-  for (const value of Object.values(fields)) if (typeof value === 'string' && value.trim() && !/^[a-z]+_[A-Za-z0-9]+$/.test(value)) return value;
+  // Otherwise the first string that is neither an id (doc_…) nor a timestamp.
+  for (const value of Object.values(fields)) {
+    if (typeof value === 'string' && value.trim() && !/^[a-z]+_[A-Za-z0-9]+$/.test(value) && !/^\d{4}-\d{2}-\d{2}T/.test(value)) return value;
+  }
   return '';
 }
 

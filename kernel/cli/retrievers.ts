@@ -42,11 +42,18 @@ export function registerRetrievers(program: Command): void {
             { header: 'score', value: (d) => (typeof d.score === 'number' ? d.score.toFixed(4) : ''), right: true },
             { header: 'document id', value: (d) => d.document_id },
             { header: 'collection', value: (d) => d.collection_id },
-            { header: 'result', value: (d) => cell(summaryOf((d.payload as Record<string, unknown> | undefined) ?? (d as Record<string, unknown>)), 70) },
+            { header: 'result', value: (d) => cell(resultSummary(d), 70) },
           ],
           `${r.status}${r.error ? `: ${r.error}` : ''}; ${r.documents.length} result(s)`,
         );
         if (r.status !== 'completed') process.exitCode = 1;
       });
     });
+}
+
+/** What a result is recognized by: its document's fields (a payload carries them under `fields`), else the payload itself. */
+function resultSummary(d: { payload?: Record<string, unknown> }): string {
+  const payload = d.payload ?? {};
+  const fields = payload.fields;
+  return summaryOf(fields && typeof fields === 'object' ? (fields as Record<string, unknown>) : undefined) || summaryOf(payload);
 }
