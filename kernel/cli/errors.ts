@@ -19,6 +19,9 @@ function codeOf(error: unknown): string | undefined {
   for (let e: unknown = error, depth = 0; e && depth < 4; e = (e as { cause?: unknown }).cause, depth++) {
     const code = (e as { code?: unknown }).code;
     if (typeof code === 'string') return code;
+    // localhost tried over IPv4 and IPv6: an AggregateError holds each attempt's error.
+    const inner = (e as { errors?: unknown[] }).errors?.[0] as { code?: unknown } | undefined;
+    if (typeof inner?.code === 'string') return inner.code;
   }
   return undefined;
 }
