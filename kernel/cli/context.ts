@@ -6,6 +6,7 @@
 import { Command, Option } from 'commander';
 import { createTesseraClient, type TesseraClient } from '../../generated/client.js';
 import { missingNamespace, refused, unreachable } from './errors.js';
+import { nodeFetch } from './http.js';
 
 export interface ClientOptions {
   url: string;
@@ -32,6 +33,7 @@ export function clientOf(options: ClientOptions): TesseraClient {
     baseUrl: options.url.replace(/\/+$/, ''),
     ...(options.key ? { apiKey: options.key } : {}),
     ...(options.namespace ? { namespace: options.namespace } : {}),
+    fetch: nodeFetch,
   });
 }
 
