@@ -64,6 +64,8 @@ export async function submitBatch(o: ClientOptions, bucket: string, batchId: str
 
 function progressDetail(b: Batch): string {
   const p = b.progress;
+  // Nothing counted yet (DRAFT, or submitted and not started): the status says it all.
+  if (p.records_total === 0) return [b.status, p.status_message].filter(Boolean).join('  ');
   const parts = [`${p.records_done}/${p.records_total} records`, `${p.documents_written} docs`];
   if (p.records_failed) parts.push(`${p.records_failed} failed`);
   if (typeof p.rate_per_second === 'number') parts.push(`${p.rate_per_second.toFixed(1)}/s`);
