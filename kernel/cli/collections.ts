@@ -1,5 +1,6 @@
 /** `collections` (list, get, create, delete) and `extractors` (the catalogue a collection picks from). */
 import type { Command } from 'commander';
+import { CliError } from './errors.js';
 import { call, clientCommand, clientOf, collect, jsonFlag, namespaceOf, type ClientOptions } from './context.js';
 import { emit, printFields, printTable } from './output.js';
 
@@ -66,7 +67,7 @@ export function registerCollections(program: Command): void {
         name: string,
         o: ClientOptions & { bucket?: string; sourceCollection?: string; prefix?: string; extractor: string[]; parameters?: Record<string, unknown>; extractorJson: unknown[]; description?: string },
       ) => {
-        if (!o.bucket === !o.sourceCollection) throw new Error('give exactly one source: --bucket <bucket> or --source-collection <collection>');
+        if (!o.bucket === !o.sourceCollection) throw new CliError('give exactly one source: --bucket <bucket> or --source-collection <collection>');
         const source = o.bucket
           ? { type: 'bucket' as const, bucket_id: o.bucket, ...(o.prefix ? { prefix_key: o.prefix } : {}) }
           : { type: 'collection' as const, collection_id: o.sourceCollection! };

@@ -5,7 +5,7 @@
  */
 import { Command, Option } from 'commander';
 import { createTesseraClient, type TesseraClient } from '../../generated/client.js';
-import { missingNamespace, refused, unreachable } from './errors.js';
+import { CliError, missingNamespace, refused, unreachable } from './errors.js';
 import { nodeFetch } from './http.js';
 
 export interface ClientOptions {
@@ -81,12 +81,12 @@ export function pairsToObject(pairs: readonly string[], flag: string): Record<st
       try {
         out[json[1]!.trim()] = JSON.parse(json[2]!) as unknown;
       } catch {
-        throw new Error(`${flag} ${pair}: the value after := must be JSON (e.g. ${json[1]}:=5 or ${json[1]}:='["a","b"]')`);
+        throw new CliError(`${flag} ${pair}: the value after := must be JSON (e.g. ${json[1]}:=5 or ${json[1]}:='["a","b"]')`);
       }
       continue;
     }
     const text = /^([^=]+)=(.*)$/s.exec(pair);
-    if (!text) throw new Error(`${flag} ${pair}: expected key=value (or key:=json)`);
+    if (!text) throw new CliError(`${flag} ${pair}: expected key=value (or key:=json)`);
     out[text[1]!.trim()] = text[2]!;
   }
   return out;
@@ -98,7 +98,7 @@ export function jsonFlag(flag: string): (value: string) => unknown {
     try {
       return JSON.parse(value) as unknown;
     } catch (err) {
-      throw new Error(`${flag} must be JSON: ${(err as Error).message}`);
+      throw new CliError(`${flag} must be JSON: ${(err as Error).message}`);
     }
   };
 }

@@ -1,5 +1,6 @@
 /** `extractors list` and `extractors get`: the feature extractors this deployment runs, a collection's building blocks. */
 import type { Command } from 'commander';
+import { CliError } from './errors.js';
 import { call, clientCommand, clientOf, type ClientOptions } from './context.js';
 import { emit, printFields, printTable } from './output.js';
 
@@ -22,7 +23,7 @@ export function registerExtractors(program: Command): void {
     .action(async (name: string, o: ClientOptions) => {
       const catalogue = await call(o, clientOf(o).GET('/v1/collections/features/extractors', {}));
       const found = catalogue.results.find((e) => e.name === name);
-      if (!found) throw new Error(`no extractor named '${name}'; \`tessera extractors list\` shows them`);
+      if (!found) throw new CliError(`no extractor named '${name}'; \`tessera extractors list\` shows them`);
       emit(o, found, (e) =>
         printFields(e, [
           'name', 'version', 'description', ['accepts', e.accepts.join(', ')],
