@@ -1,6 +1,26 @@
 #!/usr/bin/env node
-// Runs the TypeScript entry point directly (tsx), so `npm install` is all a machine needs.
-import { register } from 'tsx/esm/api';
+// Runs dist/cli.js, the CLI bundled by esbuild at install (`npm install` runs `prepare` → `npm run build:cli`),
+// so a client command starts without compiling anything. Falls back to the TypeScript entry through tsx
+// (compiled at every call: seconds, not milliseconds) when the bundle is missing (prepare did not run) or
+// older than the CLI's sources (they were edited since; `npm run build:cli` rebuilds it).
+import { existsSync, readdirSync, statSync } from 'node:fs';
 
-register();
-await import('../kernel/cli.ts');
+const root = new URL('../', import.meta.url);
+const bundle = new URL('dist/cli.js', root);
+
+function bundleIsCurrent() {
+  if (!existsSync(bundle)) return false;
+  const built = statSync(bundle).mtimeMs;
+  const sources = [new URL('kernel/cli.ts', root), new URL('generated/client.ts', root)];
+  for (const name of readdirSync(new URL('kernel/cli/', root))) sources.push(new URL(`kernel/cli/${name}`, root));
+  return sources.every((source) => !existsSync(source) || statSync(source).mtimeMs <= built);
+}
+
+if (bundleIsCurrent()) {
+  await import(bundle.href);
+} else {
+  if (existsSync(bundle)) process.stderr.write('tessera: dist/cli.js is older than kernel/cli/; running the sources (npm run build:cli rebuilds it)\n');
+  const { register } = await import('tsx/esm/api');
+  register();
+  await import('../kernel/cli.ts');
+}

@@ -120,7 +120,7 @@ export interface paths {
         put?: never;
         /**
          * Create a batch (DRAFT) of the bucket's objects; submit it to process them through every collection that reads the bucket.
-         * @description Creates a DRAFT batch of the bucket's objects; `object_ids` may be empty and filled later with `POST .../batches/{batch_id}/objects`, and repeated ids are kept once. Nothing runs until the batch is submitted. Every id must be an object of this bucket (400 otherwise). Needs the `write` permission.
+         * @description Creates a DRAFT batch of the bucket's objects; `object_ids` may be empty and filled later with `POST .../batches/{batch_id}/objects`, and repeated ids are kept once. Nothing runs until the batch is submitted. Every id must be an object of this bucket (400 otherwise). `prefix` adds every object whose key starts with it (`""`: the whole bucket), together with any `object_ids`; a batch holds at most 100,000 objects (400 beyond: split the bucket into batches by key prefix). Needs the `write` permission.
          */
         post: operations["createBatch"];
         delete?: never;
@@ -209,7 +209,7 @@ export interface paths {
         put?: never;
         /**
          * Add objects of the bucket to a DRAFT batch (ids already in it are kept once).
-         * @description Adds object ids to a DRAFT batch; ids already in it are kept once, and a batch holds at most 100,000 objects (400 beyond). Every id must be an object of this bucket (400 otherwise), and a batch that is no longer DRAFT is a 409. Needs the `write` permission.
+         * @description Adds object ids to a DRAFT batch; ids already in it are kept once, and a batch holds at most 100,000 objects (400 beyond: split the bucket into batches by key prefix). Every id must be an object of this bucket (400 otherwise), and a batch that is no longer DRAFT is a 409. `prefix` adds every object whose key starts with it (`""`: the whole bucket), with or instead of `object_ids`. Needs the `write` permission.
          */
         post: operations["addBatchObjects"];
         delete?: never;
@@ -2098,6 +2098,8 @@ export interface components {
             };
             /** @description Objects of this bucket; more can be added while the batch is DRAFT. */
             object_ids?: string[];
+            /** @description Adds every object of the bucket whose key starts with this text, taken literally (no wildcards); "" adds the whole bucket. Together with `object_ids`, the batch holds both. */
+            prefix?: string;
             /**
              * @description Only BUCKET batches are supported.
              * @default BUCKET
@@ -2137,8 +2139,11 @@ export interface components {
             next_cursor: string | null;
             results: components["schemas"]["Batch"][];
         };
+        /** @description `object_ids`, `prefix`, or both. */
         BatchObjectsRequest: {
-            object_ids: string[];
+            object_ids?: string[];
+            /** @description Adds every object of the bucket whose key starts with this text, taken literally (no wildcards); "" adds the whole bucket. */
+            prefix?: string;
         };
         /** @description Counts source records — objects at tier 0, source documents at later tiers — once each, however many collections read them; later tiers add to the total when they start. A record is done once every collection reading it has a final result for it (written, skipped, filtered out, or failed). percent, rate_per_second and eta_seconds use that one unit, so they agree. */
         BatchProgress: {

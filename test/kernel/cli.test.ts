@@ -5,6 +5,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestKernel, type TestKernel } from '../support/kernel.js';
+import { ensureBuiltCli } from './cli/built.js';
 
 const run = promisify(execFile);
 const cli = path.resolve(__dirname, '../../bin/tessera.js');
@@ -12,6 +13,7 @@ const cli = path.resolve(__dirname, '../../bin/tessera.js');
 describe('the tessera CLI', () => {
   let t: TestKernel;
   beforeAll(async () => {
+    await ensureBuiltCli();
     t = await startTestKernel();
   });
   afterAll(async () => {
@@ -25,18 +27,18 @@ describe('the tessera CLI', () => {
 
   it('manages users and keys through the generated client', async () => {
     await tessera(['users', 'create', 'cli@example.test', '--name', 'CLI']);
-    const created = JSON.parse((await tessera(['keys', 'create', '--user', 'cli@example.test', '--name', 'ci', '--permissions', 'read'])).stdout);
+    const created = JSON.parse((await tessera(['keys', 'create', '--user', 'cli@example.test', '--name', 'ci', '--permissions', 'read', '--json'])).stdout);
     expect(created.key).toMatch(/^svc_sk_/);
     expect(created.permissions).toEqual(['read']);
 
-    const me = JSON.parse((await tessera(['me'], { TESSERA_API_KEY: created.key })).stdout);
+    const me = JSON.parse((await tessera(['me', '--json'], { TESSERA_API_KEY: created.key })).stdout);
     expect(me.key.name).toBe('ci');
 
-    const rotated = JSON.parse((await tessera(['keys', 'rotate', '--user', 'cli@example.test', '--name', 'ci'])).stdout);
+    const rotated = JSON.parse((await tessera(['keys', 'rotate', '--user', 'cli@example.test', '--name', 'ci', '--json'])).stdout);
     expect(rotated.key).not.toBe(created.key);
     await expect(tessera(['me'], { TESSERA_API_KEY: created.key })).rejects.toMatchObject({ code: 1 });
 
-    const listed = JSON.parse((await tessera(['keys', 'list', '--user', 'cli@example.test'])).stdout);
+    const listed = JSON.parse((await tessera(['keys', 'list', '--user', 'cli@example.test', '--json'])).stdout);
     expect(listed.total).toBe(1);
   });
 
@@ -46,9 +48,9 @@ describe('the tessera CLI', () => {
     await writeFile(file, 'quarterly numbers\n');
     await tessera(['namespaces', 'create', 'cli_ns']);
     await tessera(['buckets', 'create', 'docs', '--namespace', 'cli_ns']);
-    const confirmed = JSON.parse((await tessera(['upload', 'docs', file, '--namespace', 'cli_ns', '--object-key', 'reports/q1'])).stdout);
+    const confirmed = JSON.parse((await tessera(['upload', 'docs', file, '--namespace', 'cli_ns', '--object-key', 'reports/q1', '--json'])).stdout);
     expect(confirmed).toMatchObject({ status: 'COMPLETED', file_size_bytes: 18 });
-    const objects = JSON.parse((await tessera(['objects', 'docs', '--namespace', 'cli_ns', '--prefix', 'reports/'])).stdout);
+    const objects = JSON.parse((await tessera(['objects', 'docs', '--namespace', 'cli_ns', '--prefix', 'reports/', '--json'])).stdout);
     expect(objects.results.map((o: { key: string }) => o.key)).toEqual(['reports/q1']);
     await rm(dir, { recursive: true, force: true });
   });

@@ -154,7 +154,7 @@ export default defineResource({
     },
     addBatchObjects: async ({ params, body, ctx, services }) => {
       const bucketId = await bucketIdOf(ctx, services, params.bucket_identifier);
-      const row = await services.get(Batches).addObjects(callerOf(ctx).organizationId, bucketId, params.batch_id, body.object_ids, callerOf(ctx).principalId);
+      const row = await services.get(Batches).addObjects(callerOf(ctx).organizationId, bucketId, params.batch_id, body, callerOf(ctx).principalId);
       return { status: 200, body: await view(services, row) };
     },
     submitBatch: async ({ params, ctx, services }) => {

@@ -25,6 +25,9 @@ export interface TierTaskPayload {
   tier: number;
 }
 
+/** The most objects one batch holds (its id list is one row's JSON). */
+export const MAX_BATCH_OBJECTS = 100_000;
+
 const RUNNING: readonly BatchStatus[] = ['PENDING', 'IN_PROGRESS', 'PROCESSING'];
 const RETRYABLE: readonly BatchStatus[] = ['FAILED', 'COMPLETED_WITH_ERRORS', 'CANCELED'];
 
@@ -55,10 +58,11 @@ export class BatchService {
     namespaceId: string,
     bucketId: string,
     createdBy: string | null,
-    input: { object_ids?: string[]; metadata?: Record<string, unknown> },
+    input: { object_ids?: string[]; prefix?: string; metadata?: Record<string, unknown> },
     principalId: string | null = null,
   ): Promise<BatchRow> {
-    const objectIds = await this.checkObjects(organizationId, bucketId, unique(input.object_ids ?? []), principalId);
+    const listed = await this.checkObjects(organizationId, bucketId, unique(input.object_ids ?? []), principalId);
+    const objectIds = await this.withPrefix(organizationId, bucketId, listed, input.prefix, principalId);
     const now = this.clock.now();
     const row: BatchRow = {
       batch_id: newId('btch'),
@@ -96,14 +100,13 @@ export class BatchService {
     organizationId: string,
     bucketId: string,
     batchId: string,
-    objectIds: string[],
+    input: { object_ids?: string[]; prefix?: string },
     principalId: string | null = null,
   ): Promise<BatchRow> {
     const batch = await this.get(organizationId, bucketId, batchId);
     if (batch.status !== 'DRAFT') throw new ConflictError(`Objects can only be added to a DRAFT batch; this one is ${batch.status}`, { status: batch.status });
-    const added = await this.checkObjects(organizationId, bucketId, unique(objectIds), principalId);
-    const all = unique([...batch.object_ids, ...added]);
-    if (all.length > 100_000) throw new InputError('A batch holds at most 100000 objects', { object_count: all.length });
+    const added = await this.checkObjects(organizationId, bucketId, unique(input.object_ids ?? []), principalId);
+    const all = await this.withPrefix(organizationId, bucketId, unique([...batch.object_ids, ...added]), input.prefix, principalId);
     const changes = { object_ids: all, updated_at: this.clock.now() };
     await this.store.update(batchId, changes);
     return { ...batch, ...changes };
@@ -231,6 +234,26 @@ export class BatchService {
       transaction: trx,
     });
     return task.task_id;
+  }
+
+  /**
+   * `ids` and every object whose key starts with `prefix` (none when it is absent), each once, refused past
+   * MAX_BATCH_OBJECTS. The prefix's objects come from one query, read no further than the cap allows.
+   */
+  private async withPrefix(organizationId: string, bucketId: string, ids: string[], prefix: string | undefined, principalId: string | null): Promise<string[]> {
+    let all = ids;
+    if (prefix !== undefined) {
+      const matched = await this.store.objectIdsWithPrefix(organizationId, bucketId, prefix, principalId, MAX_BATCH_OBJECTS + 1);
+      all = unique([...ids, ...matched]);
+      if (all.length > MAX_BATCH_OBJECTS) {
+        throw new InputError(
+          `A batch holds at most ${MAX_BATCH_OBJECTS} objects, and ${prefix === '' ? 'this bucket' : `the prefix '${prefix}'`} selects more: split the work into batches by longer key prefixes`,
+          { max_objects: MAX_BATCH_OBJECTS, ...(prefix === '' ? {} : { prefix }) },
+        );
+      }
+    }
+    if (all.length > MAX_BATCH_OBJECTS) throw new InputError(`A batch holds at most ${MAX_BATCH_OBJECTS} objects: split the work into batches by key prefix`, { object_count: all.length });
+    return all;
   }
 
   private async findObjects(organizationId: string, bucketId: string, ids: readonly string[]) {

@@ -145,6 +145,19 @@ export class BatchStore {
     };
   }
 
+  /**
+   * Ids of the bucket's objects whose key starts with `prefix` ("" = all), in key order, at most `limit`:
+   * one query, the prefix compared literally (no LIKE, so % and _ in it are plain characters). A user-scoped
+   * caller (`principalId`) gets only the objects it owns.
+   */
+  async objectIdsWithPrefix(organizationId: string, bucketId: string, prefix: string, principalId: string | null, limit: number): Promise<string[]> {
+    const q = this.db('objects').where({ organization_id: organizationId, bucket_id: bucketId });
+    if (principalId) q.where({ owner_principal: principalId });
+    if (prefix !== '') q.whereRaw('left(key, length(?)) = ?', [prefix, prefix]);
+    const rows = (await q.orderBy('key').limit(limit).select('object_id')) as Array<{ object_id: string }>;
+    return rows.map((r) => r.object_id);
+  }
+
   /** Running batches (the health probe's subjects). */
   running(): Promise<BatchRow[]> {
     return this.db<BatchRow>('batches').whereIn('status', ['PENDING', 'IN_PROGRESS']);
