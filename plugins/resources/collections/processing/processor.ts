@@ -212,7 +212,12 @@ export class DocumentProcessor implements CollectionProcessor {
   async forgetDocuments(collection: CollectionRow, documentIds: readonly string[]): Promise<void> {
     if (documentIds.length === 0) return;
     for (const feature of this.featuresOf(collection)) {
-      await this.deps.vectors.delete(featureIndexName(collection.collection_id, feature), [...documentIds]);
+      try {
+        await this.deps.vectors.delete(featureIndexName(collection.collection_id, feature), [...documentIds]);
+      } catch (err) {
+        // A feature never written (e.g. OCR text of a collection with OCR off) has no index: nothing to forget.
+        if (!(err instanceof NotFoundError)) throw err;
+      }
     }
   }
 

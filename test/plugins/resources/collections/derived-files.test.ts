@@ -247,4 +247,10 @@ describe('derived files and vectors on document reads', () => {
       [docs['gone.png']!.document_id]: false,
     });
   });
+
+  it('deletes a document of a collection whose OCR index was never written (OCR off)', async () => {
+    const deleted = await api('DELETE', documentPath(docs['gone.png']!));
+    expect(deleted.status, deleted.text).toBe(200);
+    expect((await api('GET', documentPath(docs['gone.png']!))).status).toBe(404);
+  });
 });
