@@ -17,6 +17,8 @@ export type {
   OcrResultOutput,
   WorkerHealth,
 } from './client.js';
+export { probeInference, workerReport } from './health.js';
+export type { InferenceWorkerReport } from './health.js';
 export { InferenceWorkerPool } from './pool.js';
 export type { InferenceWorkerPoolOptions, PoolWorkerInfo } from './pool.js';
 export { startInferenceWorker } from './worker.js';

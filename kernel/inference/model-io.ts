@@ -76,3 +76,17 @@ export type ServedTask = keyof ModelInputs;
 export function isServedTask(task: ModelTask): task is ServedTask {
   return task === 'embed_text' || task === 'embed_image' || task === 'embed_audio' || task === 'ocr' || task === 'rerank';
 }
+
+/** Environment variable through which the pool tells each worker process how many threads its models may use. */
+export const MODEL_THREADS_ENV = 'TESSERA_MODEL_THREADS';
+
+/**
+ * Threads one model session may use for a single call in this process (onnxruntime's intra-op pool):
+ * TESSERA_MODEL_THREADS when set (the pool sets it to the cores each of its workers gets), else 1.
+ * Weights are held once per process whatever the thread count, so threads are the cheap way to use
+ * more cores for one model; processes are not.
+ */
+export function modelThreads(): number {
+  const value = Number(process.env[MODEL_THREADS_ENV]);
+  return Number.isInteger(value) && value >= 1 ? Math.min(value, 64) : 1;
+}

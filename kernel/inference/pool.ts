@@ -10,6 +10,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Logger } from 'pino';
 import type { LogFormat } from '../logger.js';
+import { MODEL_THREADS_ENV } from './model-io.js';
 import type { ParentMessage, WorkerMessage, WorkerSpec } from './worker-main.js';
 
 export interface InferenceWorkerPoolOptions {
@@ -107,6 +108,11 @@ export class InferenceWorkerPool {
     this.emit();
   }
 
+  /** Cores each worker's models may use as onnxruntime threads: the machine's cores shared out between the workers. */
+  threadsPerWorker(): number {
+    return Math.max(1, Math.floor(os.availableParallelism() / this.slots.length));
+  }
+
   /** Addresses of the workers that listen now. */
   addresses(): string[] {
     return this.slots.flatMap((s) => (s.address ? [s.address] : []));
@@ -174,7 +180,13 @@ export class InferenceWorkerPool {
     };
     const child = fork(file, [], {
       execArgv,
-      env: { ...process.env, ...this.options.env, TESSERA_INFERENCE_WORKER: JSON.stringify(spec) },
+      env: {
+        // The cores are shared out between the workers: each worker's models use its share as threads.
+        [MODEL_THREADS_ENV]: String(this.threadsPerWorker()),
+        ...process.env,
+        ...this.options.env,
+        TESSERA_INFERENCE_WORKER: JSON.stringify(spec),
+      },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       serialization: 'json',
     });
