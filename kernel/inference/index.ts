@@ -33,7 +33,7 @@ export interface InferenceSetup {
   /** Plugin modules whose models spawned workers serve (the built-in list plus TESSERA_PLUGINS). */
   plugins: readonly string[];
   baseDir?: string;
-  /** Spawned workers (default: one per core). */
+  /** Spawned workers (default: one per four cores, at least one). */
   workers?: number;
   log: Logger;
   /** Client settings beyond the addresses (deadline, retries, batch sizes). */

@@ -33,11 +33,12 @@ interface WorkerFigures {
   address: string;
   pid: number | null;
   rss_bytes: number | null;
+  heap_used_bytes: number | null;
   loaded_models: string[];
   model_threads: number | null;
 }
 interface Health {
-  components: Record<string, { details?: { rss_bytes?: number; heap_used_bytes?: number; workers?: WorkerFigures[] } }>;
+  components: Record<string, { details?: { rss_bytes?: number; heap_used_bytes?: number; external_bytes?: number; workers?: WorkerFigures[] } }>;
   memory: { total_rss_bytes: number; by_component: Record<string, number> };
 }
 async function health(): Promise<Health> {
@@ -88,9 +89,10 @@ try {
   const mb = (n: number | null | undefined) => (n === null || n === undefined ? '?' : `${(n / 1e6).toFixed(0)} MB`);
   console.log(`built-in models: ${models.map((m) => m.name).join(', ')}`);
   console.log(`${'component'.padEnd(34)} ${'rss'.padStart(8)}  loaded models`);
-  console.log(`${`api (pid ${process.pid})`.padEnd(34)} ${mb(h.components.api?.details?.rss_bytes).padStart(8)}`);
+  const api = h.components.api?.details;
+  console.log(`${`api (pid ${process.pid})`.padEnd(34)} ${mb(api?.rss_bytes).padStart(8)}  (JS heap ${mb(api?.heap_used_bytes)}, external ${mb(api?.external_bytes)})`);
   for (const w of h.components.inference?.details?.workers ?? []) {
-    console.log(`${`inference ${w.address} (pid ${w.pid}, ${w.model_threads} threads)`.padEnd(34)} ${mb(w.rss_bytes).padStart(8)}  ${w.loaded_models.join(', ')}`);
+    console.log(`${`inference ${w.address} (pid ${w.pid}, ${w.model_threads} threads)`.padEnd(34)} ${mb(w.rss_bytes).padStart(8)}  (JS heap ${mb(w.heap_used_bytes)}) ${w.loaded_models.join(', ')}`);
   }
   const total = h.memory.total_rss_bytes;
   console.log(`${'total'.padEnd(34)} ${mb(total).padStart(8)}  target ≤ ${mb(TARGET_BYTES)}: ${total <= TARGET_BYTES ? 'met' : 'NOT met'}`);

@@ -24,14 +24,15 @@ interface ModelFiles {
 }
 
 /**
- * onnxruntime settings for both sessions. Threads: the worker's share of the cores (TESSERA_MODEL_THREADS,
- * set by the pool), not spinning (idle threads would burn the cores the API process needs). The memory
- * arena is off: detection's buffers follow each picture's size, and an arena keeps the largest ever seen.
+ * onnxruntime settings for both sessions. One thread per run, not spinning: the worker's share of the
+ * cores (TESSERA_MODEL_THREADS, set by the pool) is used by running that many runs side by side on the
+ * same sessions, which costs less CPU per picture than threads inside one run (see ./pipeline.ts). The
+ * memory arena is off: detection's buffers follow each picture's size, and an arena keeps the largest.
  */
 function sessionOptions(): InferenceSession.SessionOptions {
   return {
     executionProviders: ['cpu'],
-    intraOpNumThreads: modelThreads(),
+    intraOpNumThreads: 1,
     interOpNumThreads: 1,
     graphOptimizationLevel: 'all',
     enableCpuMemArena: false,
@@ -66,5 +67,5 @@ export async function openOcrEngine(sharp: SharpFactory): Promise<OcrEngine> {
   const recognition = await ort.InferenceSession.create(files.recognitionPath, sessionOptions());
   const dictionary = [...(await readFile(files.dictionaryPath, 'utf8')).split('\n'), ' '];
   const sessions: OcrSessions = { ort, detection, recognition, dictionary };
-  return { read: (pictures) => readPictures(sessions, sharp, pictures) };
+  return { read: (pictures) => readPictures(sessions, sharp, pictures, modelThreads()) };
 }
