@@ -1,8 +1,8 @@
 /**
  * `npx tsx scripts/bench/ocr.ts [pictures] [pages]` (defaults 40 and 8): OCR speed and characters right,
- * paddle-ocr (the built-in model, in this process, with the threads an inference worker gets) beside
- * Debian's `tesseract` (one process per picture, as many at once as there are cores) on the same pictures
- * in the same run. Pictures are drawn here with known text (DejaVu Sans through an SVG, as the tests do):
+ * paddle-ocr (the built-in model, in this process, as an inference worker on this machine runs it) beside
+ * the optional tesseract-ocr model (Debian's `tesseract`, one process per picture, as many at once as there
+ * are cores) on the same pictures in the same run. Pictures are drawn here with known text (DejaVu Sans through an SVG, as the tests do):
  * `pictures` 256×256 JPEGs with two short lines (what an image collection with OCR on sees), and `pages`
  * 1240×880 JPEGs with twelve lines of sentence text. Character accuracy is 1 − (edit distance / length)
  * of the drawn text, whitespace collapsed, case kept, summed over all pictures; "no spaces" is the same with
@@ -12,7 +12,7 @@
  * paddle-ocr runs three ways: one picture per call, the whole set in one call (batched detection and
  * recognition), and the same again to show warm figures; tesseract is skipped (with a note) when missing.
  */
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { promisify } from 'node:util';
@@ -25,6 +25,7 @@ const cores = os.availableParallelism();
 // The threads one inference worker's models get when the pool runs one worker on this machine.
 process.env[MODEL_THREADS_ENV] ??= String(cores);
 const { createPaddleOcrModel } = await import('../../plugins/models/paddle-ocr/index.js');
+const { createTesseractOcrModel } = await import('../../plugins/models/tesseract-ocr/index.js');
 
 function lcg(seed: number): () => number {
   let s = seed >>> 0;
@@ -142,30 +143,11 @@ async function tesseractAvailable(): Promise<string | null> {
   }
 }
 
-function tesseractOne(jpeg: Buffer): Promise<string> {
-  return new Promise((resolve, reject) => {
-    // One thread per process: as many processes run at once as there are cores.
-    const child = spawn('tesseract', ['stdin', 'stdout', '-l', 'eng', '--psm', '3'], { env: { ...process.env, OMP_THREAD_LIMIT: '1' } });
-    const chunks: Buffer[] = [];
-    child.stdout.on('data', (c: Buffer) => chunks.push(c));
-    child.on('error', reject);
-    child.on('close', (code) => (code === 0 ? resolve(Buffer.concat(chunks).toString('utf8')) : reject(new Error(`tesseract exited with ${code}`))));
-    child.stdin.end(jpeg);
-  });
-}
-
+// The optional tesseract-ocr model plugin: one tesseract process per picture, as many at once as the
+// worker's share of the cores (TESSERA_MODEL_THREADS, set above).
+const tesseractModel = createTesseractOcrModel();
 async function tesseractAll(samples: readonly Sample[]): Promise<string[]> {
-  const out: string[] = new Array(samples.length);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: cores }, async () => {
-      while (next < samples.length) {
-        const i = next++;
-        out[i] = await tesseractOne(samples[i]!.jpeg);
-      }
-    }),
-  );
-  return out;
+  return (await tesseractModel.infer(samples.map((s) => s.jpeg))).map((r) => r.text);
 }
 
 const tesseract = await tesseractAvailable();
