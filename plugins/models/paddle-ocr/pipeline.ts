@@ -45,6 +45,11 @@ export interface OcrSessions {
 }
 
 const BASE_SIZE = 32;
+/**
+ * Longer side of detection's input. Detection's time and memory grow with its area: a 1600×1200 page at
+ * full size held several hundred MB of onnxruntime buffers per run.
+ */
+const DETECTION_MAX_SIDE = 960;
 const MAP_THRESHOLD = 0.03;
 const UNCLIP_RATIO = 1.5;
 const MIN_SIDE = 3;
@@ -88,10 +93,15 @@ function writePlanarBgr(image: RgbImage, out: Float32Array, offset: number, padT
   }
 }
 
+/**
+ * Detection's input size: the picture at most DETECTION_MAX_SIDE on its longer side (PaddleOCR's own
+ * default limit), rounded up to multiples of 32. Lines are still cut from the full picture for recognition.
+ */
 function detectionSize(image: RgbImage): { width: number; height: number } {
+  const ratio = Math.min(1, DETECTION_MAX_SIDE / Math.max(image.width, image.height));
   return {
-    width: Math.max(Math.ceil(image.width / BASE_SIZE) * BASE_SIZE, BASE_SIZE),
-    height: Math.max(Math.ceil(image.height / BASE_SIZE) * BASE_SIZE, BASE_SIZE),
+    width: Math.max(Math.ceil((image.width * ratio) / BASE_SIZE) * BASE_SIZE, BASE_SIZE),
+    height: Math.max(Math.ceil((image.height * ratio) / BASE_SIZE) * BASE_SIZE, BASE_SIZE),
   };
 }
 
