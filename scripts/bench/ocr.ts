@@ -9,12 +9,15 @@
  * whitespace removed. CPU/pic is CPU time per picture (this process plus tesseract's processes): on a
  * machine shared with other work, pictures/s moves with the load, CPU time per picture much less.
  *
- * paddle-ocr runs three ways: one picture per call, the whole set in one call (batched detection and
- * recognition), and the same again to show warm figures; tesseract is skipped (with a note) when missing.
+ * paddle-ocr runs three ways: in this process one picture per call, in this process the whole set in one
+ * call, and through the gRPC inference workers `tessera serve` would spawn, one picture per call from many
+ * callers at once (the image extractor's path; CPU then includes the workers'). tesseract is skipped (with
+ * a note) when missing.
  */
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import sharp from 'sharp';
 import { MODEL_THREADS_ENV } from '../../kernel/inference/model-io.js';
@@ -26,6 +29,8 @@ const cores = os.availableParallelism();
 process.env[MODEL_THREADS_ENV] ??= String(cores);
 const { createPaddleOcrModel } = await import('../../plugins/models/paddle-ocr/index.js');
 const { createTesseractOcrModel } = await import('../../plugins/models/tesseract-ocr/index.js');
+const { startInferenceWorkers } = await import('../../kernel/inference/index.js');
+const { pino } = await import('pino');
 
 function lcg(seed: number): () => number {
   let s = seed >>> 0;
@@ -150,6 +155,31 @@ async function tesseractAll(samples: readonly Sample[]): Promise<string[]> {
   return (await tesseractModel.infer(samples.map((s) => s.jpeg))).map((r) => r.text);
 }
 
+// The service's path: paddle-ocr in the inference workers `tessera serve` spawns (default count), one
+// picture per call from many callers at once, as the image extractor makes them (the client coalesces them).
+const runtime = await startInferenceWorkers({
+  plugins: [fileURLToPath(new URL('../../plugins/models/paddle-ocr/index.ts', import.meta.url))],
+  log: pino({ level: 'silent' }),
+  pool: { logLevel: 'silent' },
+});
+/** CPU seconds the inference worker processes have used so far (/proc/<pid>/stat utime + stime). */
+function workerCpuSeconds(): number {
+  return (runtime.pool?.workers() ?? []).reduce((sum, w) => {
+    if (!w.pid) return sum;
+    const fields = readFileSync(`/proc/${w.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return sum + (Number(fields[11]) + Number(fields[12])) / 100;
+  }, 0);
+}
+async function throughWorkers(samples: readonly Sample[]): Promise<string[]> {
+  return Promise.all(samples.map(async (s) => (await runtime.client.ocr('paddle-ocr', [s.jpeg]))[0]!.text));
+}
+async function timedWorkers(samples: readonly Sample[]): Promise<Figures> {
+  const before = workerCpuSeconds();
+  const figures = await timed(samples, throughWorkers);
+  return { ...figures, cpuMs: figures.cpuMs + ((workerCpuSeconds() - before) * 1000) / samples.length };
+}
+await throughWorkers(pictures.slice(0, 2)); // loads the model in the worker
+
 const tesseract = await tesseractAvailable();
 const fmt = (f: Figures | null) =>
   f
@@ -166,7 +196,9 @@ for (const [name, samples] of [
   const rows: Array<[string, Figures | null]> = [
     ['paddle-ocr, one per call', await timed(samples, paddleSingle)],
     ['paddle-ocr, batched', await timed(samples, paddleBatch)],
+    [`paddle-ocr, ${runtime.pool?.workers().length ?? 0} gRPC worker(s)`, await timedWorkers(samples)],
     ['tesseract (1 per core)', tesseract ? await timed(samples, tesseractAll) : null],
   ];
   for (const [engine, figures] of rows) console.log(`${name.padEnd(30)} ${engine.padEnd(26)} ${fmt(figures)}`);
 }
+await runtime.stop();

@@ -6,7 +6,6 @@ import { access, readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import type { InferenceSession } from 'onnxruntime-node';
-import { modelThreads } from '../../../kernel/inference/model-io.js';
 import { readPictures, type OcrSessions, type RawLine, type RgbImage } from './pipeline.js';
 import type { SharpFactory } from './prepare.js';
 
@@ -24,10 +23,11 @@ interface ModelFiles {
 }
 
 /**
- * onnxruntime settings for both sessions. One thread per run, not spinning: the worker's share of the
- * cores (TESSERA_MODEL_THREADS, set by the pool) is used by running that many runs side by side on the
- * same sessions, which costs less CPU per picture than threads inside one run (see ./pipeline.ts). The
- * memory arena is off: detection's buffers follow each picture's size, and an arena keeps the largest.
+ * onnxruntime settings for both sessions: one thread per run, not spinning. onnxruntime-node runs a session
+ * synchronously on its JavaScript thread, and threads inside a run bought no speed on these models (two
+ * threads: the same pictures/s for 40 % more CPU), so several cores take several worker processes.
+ * The memory arena is off: detection's buffers follow each picture's size, and an arena
+ * keeps the largest ever seen.
  */
 function sessionOptions(): InferenceSession.SessionOptions {
   return {
@@ -67,5 +67,5 @@ export async function openOcrEngine(sharp: SharpFactory): Promise<OcrEngine> {
   const recognition = await ort.InferenceSession.create(files.recognitionPath, sessionOptions());
   const dictionary = [...(await readFile(files.dictionaryPath, 'utf8')).split('\n'), ' '];
   const sessions: OcrSessions = { ort, detection, recognition, dictionary };
-  return { read: (pictures) => readPictures(sessions, sharp, pictures, modelThreads()) };
+  return { read: (pictures) => readPictures(sessions, sharp, pictures) };
 }

@@ -1,13 +1,11 @@
 /**
  * PaddleOCR v4 (detection + recognition) run on onnxruntime directly over all the pictures of a call at
- * once: their detections, then the text lines of all of them, run `parallel` at a time on one pair of
- * sessions (weights held once per process; each run on one onnxruntime thread, several runs at once on
- * libuv's pool). Runs may also take several pictures (same detection size) or lines (same width rounded
- * up to 32 px) each: DETECTION_BATCH and RECOGNITION_BATCH. Measured on this project's 2-core machine with
- * onnxruntime-node's CPU provider, one thread, CPU time per item: detection of a 256×256 picture 14.5 ms
- * alone, 18.2 ms in runs of 4; recognition of a 160 px line 8.7 ms alone, 12.5 ms in runs of 4 and 13.9 ms
- * in runs of 16; two threads per run cost more CPU than one (15.6 vs 13.0 ms per picture). So runs take
- * one item each and the cores are used by running items side by side.
+ * once: their detections, then the text lines of all of them, on one pair of sessions (weights held once
+ * per process, the worker's cores used as threads inside each run). Runs may take several pictures (same
+ * detection size) or lines (same width rounded up to 32 px) each: DETECTION_BATCH and RECOGNITION_BATCH.
+ * Measured on this project's 2-core machine with onnxruntime-node's CPU provider, one thread, CPU time per
+ * item: detection of a 256×256 picture 14.5 ms alone, 18.2 ms in runs of 4; recognition of a 160 px line
+ * 8.7 ms alone, 12.5 ms in runs of 4 and 13.9 ms in runs of 16. So runs take one item each.
  *
  * It follows the steps of `@gutenye/ocr-node` (the library this plugin used before): detection on the
  * picture scaled to multiples of 32, BGR channels in 0..1, a probability map cut at 0.03, each region
@@ -335,8 +333,12 @@ function mergeLines(lines: readonly ReadLine[]): RawLine[] {
   });
 }
 
-/** Reads every picture: all detections, then all their lines, `parallel` onnxruntime runs at a time. */
-export async function readPictures(sessions: OcrSessions, sharp: SharpFactory, pictures: readonly RgbImage[], parallel: number): Promise<RawLine[][]> {
+/**
+ * Reads every picture: all detections, then all their lines. onnxruntime-node runs a session on the
+ * JavaScript thread, so runs go one at a time; cutting lines out (sharp, on libuv's threads) overlaps.
+ */
+export async function readPictures(sessions: OcrSessions, sharp: SharpFactory, pictures: readonly RgbImage[]): Promise<RawLine[][]> {
+  const parallel = 1;
   const regions = await detect(sessions, sharp, pictures, parallel);
   const found = regions.flatMap((list, picture) => list.map((region) => ({ picture, region })));
   const crops: LineCrop[] = await mapLimited(found, parallel * 2, async ({ picture, region }) => ({
