@@ -2365,7 +2365,7 @@ export interface components {
             taxonomy_applications?: components["schemas"]["TaxonomyApplication"][];
         };
         ComponentHealth: {
-            /** @description Figures of the component. task_queue: queued (due tasks not taken), oldest_queued_age_seconds, live_consumers (processes taking tasks); it is degraded when a task has waited longer than TESSERA_TASK_WAIT_WARN_MS and no process takes tasks. */
+            /** @description Figures of the component. task_queue: queued (due tasks not taken), oldest_queued_age_seconds, live_consumers (processes taking tasks); it is degraded when a task has waited longer than TESSERA_TASK_WAIT_WARN_MS and no process takes tasks. api (this API process): pid, rss_bytes, heap_used_bytes, heap_total_bytes, external_bytes, array_buffers_bytes. inference: workers (one entry per inference worker, as the worker reports itself over gRPC: address, status, pid, rss_bytes, heap_used_bytes, loaded_models (models load on first use, so a model never asked of a worker is not listed), model_threads, in_flight) and rss_bytes (their sum). task_workers (PostgreSQL only): workers (one entry per process taking tasks that refreshed its heartbeat in the last 15 s: host, pid, role, transport, rss_bytes, heap_used_bytes, heartbeat_age_seconds) and rss_bytes (their sum). */
             details?: {
                 [key: string]: unknown;
             };
@@ -2753,10 +2753,20 @@ export interface components {
             NOT?: unknown[];
             OR?: unknown[];
         };
+        /** @description Resident memory of the deployment's processes that health can see: this API process, every inference worker (each reports its own), and on PostgreSQL the task workers with a fresh heartbeat (this API process excluded when it takes tasks too). The embedded database (PGlite) and the local vector index live inside the API process. */
+        HealthMemory: {
+            /** @description Resident memory (bytes) per component name (api, inference, task_workers). */
+            by_component: {
+                [key: string]: number;
+            };
+            /** @description Sum of by_component. */
+            total_rss_bytes: number;
+        };
         HealthResponse: {
             components: {
                 [key: string]: components["schemas"]["ComponentHealth"];
             };
+            memory?: components["schemas"]["HealthMemory"];
             /** @enum {string} */
             status: "ok" | "degraded" | "down";
             uptime_seconds: number;

@@ -42,6 +42,7 @@ import { ReferenceRegistry as ReferenceRegistryService } from './references.js';
 import { DatabaseTaskQueue, taskMigrations } from './tasks/task-queue.js';
 import { NatsTaskQueue } from './tasks/nats-task-queue.js';
 import { TaskBacklog, TaskConsumerPresence, taskConsumerMigrations } from './tasks/consumers.js';
+import { TaskWorkerHeartbeat, liveTaskWorkers, workerHeartbeatMigrations } from './tasks/worker-heartbeat.js';
 import { createBlobStore } from './blobs/index.js';
 import { signingSecret } from './secrets.js';
 import { chooseEngine, createVectorIndex } from './vectors/index.js';
@@ -49,7 +50,7 @@ import { SqlTextIndex, textIndexMigrations } from './text/text-index.js';
 
 /** How often the embedded database's tables are checked for growth that needs new planner statistics. */
 const TABLE_STATISTICS_INTERVAL_MS = 15_000;
-import { InferenceClient, startInferenceWorkers } from './inference/index.js';
+import { InferenceClient, probeInference, startInferenceWorkers } from './inference/index.js';
 
 export interface KernelOverrides {
   clock?: ClockShape;
@@ -291,11 +292,26 @@ async function assembleCore(
     },
   });
 
+  if (database.kind === 'postgres') {
+    // Several processes share PostgreSQL: task workers elsewhere say what they hold through their heartbeats.
+    health.register({
+      name: 'task_workers',
+      kind: config.natsUrl ? 'nats' : 'database',
+      required: false,
+      probe: async () => {
+        const workers = await liveTaskWorkers(db, clock);
+        // This process is counted as `api` already.
+        const rssBytes = workers.filter((w) => !w.this_process).reduce((sum, w) => sum + w.rss_bytes, 0);
+        return { rssBytes, details: { workers, rss_bytes: rssBytes } };
+      },
+    });
+  }
+
   const services = T.servicesOf(container);
   for (const resource of registry.resources) resource.services?.(container, services);
 
   const migrationSets: MigrationSet[] = [
-    { owner: 'kernel', migrations: [...authMigrations, ...requestLogMigrations, ...taskMigrations, ...taskConsumerMigrations, ...textIndexMigrations] },
+    { owner: 'kernel', migrations: [...authMigrations, ...requestLogMigrations, ...taskMigrations, ...taskConsumerMigrations, ...textIndexMigrations, ...workerHeartbeatMigrations] },
     ...registry.resources.map((r) => ({ owner: r.name, migrations: r.migrations ?? [] })),
   ];
   const applied = await runMigrations(db, migrationSets);
@@ -365,7 +381,7 @@ async function serve(core: Core, options: KernelOptions): Promise<Kernel> {
   await startInference(core, options);
 
   // Background tasks stop after the HTTP server has drained (shutdown hooks run in reverse).
-  if (config.runTasks) await startTaskRunner(core, config);
+  if (config.runTasks) await startTaskRunner(core, config, 'api');
 
   await lifecycle.start();
   const server = await listen(app, config.port, config.host);
@@ -395,10 +411,14 @@ async function setupPlugins(core: Core, config: ConfigShape): Promise<void> {
 }
 
 /** Takes tasks in this process, and says so in `task_consumers` (health and batches look there for a worker). */
-async function startTaskRunner(core: Core, config: ConfigShape): Promise<void> {
+async function startTaskRunner(core: Core, config: ConfigShape, role: 'api' | 'worker'): Promise<void> {
   const tasks = core.services.get(T.TaskQueue);
   const presence = new TaskConsumerPresence(core.services.get(T.DatabaseHandle).db, core.clock, core.log.child({ component: 'tasks' }), config.natsUrl ? 'nats' : 'database');
   await presence.start();
+  // Health lists the task workers with their memory from these rows.
+  const heartbeat = new TaskWorkerHeartbeat(core.services.get(T.DatabaseHandle).db, core.clock, core.log.child({ component: 'tasks' }), role, config.natsUrl ? 'nats' : 'database');
+  await heartbeat.start();
+  core.lifecycle.onShutdown('task worker heartbeat', () => heartbeat.stop());
   tasks.start();
   core.lifecycle.onShutdown('task runner', async () => {
     await tasks.stop();
@@ -417,7 +437,7 @@ export async function startWorker(options: KernelOptions): Promise<Worker> {
   try {
     await setupPlugins(core, options.config);
     await startInference(core, options);
-    await startTaskRunner(core, options.config);
+    await startTaskRunner(core, options.config, 'worker');
     await core.lifecycle.start();
     core.log.info('worker running tasks');
     return { services: core.services, stop: () => core.lifecycle.stop() };
@@ -453,10 +473,7 @@ async function startInference(core: Core, options: KernelOptions): Promise<void>
     name: 'inference',
     kind: runtime.pool ? `${config.inferenceWorkers} spawned workers` : `${remote.length} remote workers`,
     required: false,
-    probe: async () => {
-      const health = await runtime.client.health();
-      if (!health.ok) throw new Error('no inference worker is serving');
-    },
+    probe: () => probeInference(runtime.client),
   });
 }
 

@@ -8,6 +8,7 @@ import { isAcceptableOperatorKey } from './auth/keys.js';
 import type { LogFormat } from './logger.js';
 import { StartupError } from './startup-errors.js';
 import type { MilvusSettings } from './vectors/milvus.js';
+import { defaultInferenceWorkers } from './inference/model-io.js';
 
 export interface Config {
   /** HTTP port; 0 picks a free one (tests). */
@@ -82,7 +83,7 @@ export interface Config {
   vectorMemoryMaxVectors: number;
   /** Remote `tessera inference` workers; absent means workers this process spawns itself. */
   inferenceAddresses: string[];
-  /** How many inference workers to spawn when there are no remote ones (default: one per core). */
+  /** How many inference workers to spawn when there are no remote ones (default: one per four cores, at least one). */
   inferenceWorkers: number;
   /** How long a claimed task is reserved; a live process keeps extending it, a dead one's task is taken over after it. */
   taskLeaseMs: number;
@@ -248,7 +249,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       .split(',')
       .map((a) => a.trim())
       .filter(Boolean),
-    inferenceWorkers: int(env.TESSERA_INFERENCE_WORKERS, Math.max(1, availableParallelism()), 'TESSERA_INFERENCE_WORKERS'),
+    inferenceWorkers: int(env.TESSERA_INFERENCE_WORKERS, defaultInferenceWorkers(availableParallelism()), 'TESSERA_INFERENCE_WORKERS'),
     taskLeaseMs: Math.max(300, int(env.TESSERA_TASK_LEASE_MS, 60_000, 'TESSERA_TASK_LEASE_MS')),
     taskConcurrency: Math.max(1, int(env.TESSERA_TASK_CONCURRENCY, 2, 'TESSERA_TASK_CONCURRENCY')),
     runTasks: env.TESSERA_RUN_TASKS === undefined ? true : !['0', 'false', 'no', 'off'].includes(env.TESSERA_RUN_TASKS.toLowerCase()),

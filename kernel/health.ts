@@ -12,6 +12,8 @@ export interface ComponentReport {
 export interface ProbeResult {
   degraded?: string;
   details?: Record<string, unknown>;
+  /** Resident memory of the processes this component stands for (bytes), counted in the report's memory total. */
+  rssBytes?: number;
 }
 
 export interface HealthCheck {
@@ -22,15 +24,46 @@ export interface HealthCheck {
   probe(): Promise<void | ProbeResult>;
 }
 
+/** Resident memory of the deployment's processes as far as health can see them. */
+export interface MemoryReport {
+  /** Sum of `by_component` (bytes). */
+  total_rss_bytes: number;
+  /** Resident memory per component that runs processes of its own (or is this process). */
+  by_component: Record<string, number>;
+}
+
 export interface HealthReport {
   status: 'ok' | 'degraded' | 'down';
   components: Record<string, ComponentReport>;
+  memory: MemoryReport;
 }
+
+/** This API process: always up while it answers; its memory and heap. */
+export const API_PROCESS_CHECK: HealthCheck = {
+  name: 'api',
+  kind: 'process',
+  required: false,
+  probe: async () => {
+    const usage = process.memoryUsage();
+    return {
+      rssBytes: usage.rss,
+      details: {
+        pid: process.pid,
+        rss_bytes: usage.rss,
+        heap_used_bytes: usage.heapUsed,
+        heap_total_bytes: usage.heapTotal,
+        // Buffers and native allocations V8 knows of (e.g. PGlite's wasm memory when the database is embedded).
+        external_bytes: usage.external,
+        array_buffers_bytes: usage.arrayBuffers,
+      },
+    };
+  },
+};
 
 const PROBE_TIMEOUT_MS = 2_000;
 
 export class HealthRegistry {
-  private readonly checks: HealthCheck[] = [];
+  private readonly checks: HealthCheck[] = [API_PROCESS_CHECK];
 
   register(check: HealthCheck): void {
     this.checks.push(check);
@@ -38,6 +71,7 @@ export class HealthRegistry {
 
   async report(): Promise<HealthReport> {
     const components: Record<string, ComponentReport> = {};
+    const byComponent: Record<string, number> = {};
     await Promise.all(
       this.checks.map(async (check) => {
         const started = performance.now();
@@ -57,6 +91,7 @@ export class HealthRegistry {
             ...(result?.degraded ? { error: result.degraded } : {}),
             ...(result?.details ? { details: result.details } : {}),
           };
+          if (result?.rssBytes !== undefined) byComponent[check.name] = result.rssBytes;
         } catch (err) {
           components[check.name] = {
             status: 'down',
@@ -73,6 +108,7 @@ export class HealthRegistry {
     const down = Object.values(components).filter((c) => c.status === 'down');
     const degraded = Object.values(components).some((c) => c.status === 'degraded');
     const status = down.some((c) => c.required) ? 'down' : down.length > 0 || degraded ? 'degraded' : 'ok';
-    return { status, components };
+    const total = Object.values(byComponent).reduce((sum, n) => sum + n, 0);
+    return { status, components, memory: { total_rss_bytes: total, by_component: byComponent } };
   }
 }

@@ -93,6 +93,13 @@ export interface WorkerHealth {
   status: 'serving' | 'not_serving' | 'unreachable';
   inFlight?: number;
   pid?: number;
+  /** Resident memory of the worker process (bytes), as the worker itself reports it. */
+  rssBytes?: number;
+  heapUsedBytes?: number;
+  /** Models loaded in that worker (they load on first use). */
+  loadedModels?: string[];
+  /** onnxruntime intra-op threads per session in that worker. */
+  modelThreads?: number;
   error?: string;
 }
 
@@ -331,6 +338,10 @@ export class InferenceClient {
             status: h.status === HealthResponse_ServingStatus.SERVING_STATUS_SERVING ? 'serving' : 'not_serving',
             inFlight: h.inFlight,
             pid: h.pid,
+            rssBytes: h.rssBytes,
+            heapUsedBytes: h.heapUsedBytes,
+            loadedModels: [...h.loadedModels].sort(),
+            modelThreads: h.modelThreads,
           };
         } catch (error) {
           return { address: channel.address, status: 'unreachable', error: (error as Error).message };

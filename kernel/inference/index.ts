@@ -17,6 +17,8 @@ export type {
   OcrResultOutput,
   WorkerHealth,
 } from './client.js';
+export { probeInference, workerReport } from './health.js';
+export type { InferenceWorkerReport } from './health.js';
 export { InferenceWorkerPool } from './pool.js';
 export type { InferenceWorkerPoolOptions, PoolWorkerInfo } from './pool.js';
 export { startInferenceWorker } from './worker.js';
@@ -31,7 +33,7 @@ export interface InferenceSetup {
   /** Plugin modules whose models spawned workers serve (the built-in list plus TESSERA_PLUGINS). */
   plugins: readonly string[];
   baseDir?: string;
-  /** Spawned workers (default: one per core). */
+  /** Spawned workers (default: one per four cores, at least one). */
   workers?: number;
   log: Logger;
   /** Client settings beyond the addresses (deadline, retries, batch sizes). */

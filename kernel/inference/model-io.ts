@@ -76,3 +76,32 @@ export type ServedTask = keyof ModelInputs;
 export function isServedTask(task: ModelTask): task is ServedTask {
   return task === 'embed_text' || task === 'embed_image' || task === 'embed_audio' || task === 'ocr' || task === 'rerank';
 }
+
+/** Environment variable through which the pool tells each worker process how many threads its models may use. */
+export const MODEL_THREADS_ENV = 'TESSERA_MODEL_THREADS';
+
+/**
+ * Threads one model session may use for a single call in this process (onnxruntime's intra-op pool):
+ * TESSERA_MODEL_THREADS when set (the pool sets it to the cores each of its workers gets), else 1.
+ * Weights are held once per process whatever the thread count, so threads are the cheap way to use
+ * more cores for one model; processes are not.
+ */
+export function modelThreads(): number {
+  const value = Number(process.env[MODEL_THREADS_ENV]);
+  return Number.isInteger(value) && value >= 1 ? Math.min(value, 64) : 1;
+}
+
+/** Cores one spawned inference worker process stands for by default. */
+export const CORES_PER_INFERENCE_WORKER = 4;
+
+/**
+ * Inference worker processes to spawn by default: one per four cores, at least one (one on a 2-core
+ * machine). Each process holds its own copy of every model it has loaded, while extra cores in one
+ * process are nearly free: its models run that many calls side by side on one set of weights
+ * (TESSERA_MODEL_THREADS). Measured on 2 cores with every built-in model loaded: two workers 300 MB each,
+ * one worker 263 MB. Several processes still pay off for JavaScript-bound models (one event loop each)
+ * on machines with many cores, hence one per four.
+ */
+export function defaultInferenceWorkers(cores: number): number {
+  return Math.max(1, Math.floor(cores / CORES_PER_INFERENCE_WORKER));
+}

@@ -1,5 +1,6 @@
 /**
- * Inference worker processes the server spawns by default (one per core): each runs worker-main.ts,
+ * Inference worker processes the server spawns (by default one per four cores, each running its models on
+ * its share of the cores, see defaultInferenceWorkers): each runs worker-main.ts,
  * reports the address it listens on over IPC, and is restarted with backoff when it dies. Clients follow
  * the current addresses through `onChange`.
  */
@@ -10,6 +11,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Logger } from 'pino';
 import type { LogFormat } from '../logger.js';
+import { defaultInferenceWorkers, MODEL_THREADS_ENV } from './model-io.js';
 import type { ParentMessage, WorkerMessage, WorkerSpec } from './worker-main.js';
 
 export interface InferenceWorkerPoolOptions {
@@ -17,7 +19,7 @@ export interface InferenceWorkerPoolOptions {
   plugins: readonly string[];
   /** Where relative specifiers resolve from (default: the working directory). */
   baseDir?: string;
-  /** Worker processes (default: one per core). */
+  /** Worker processes (default: one per four cores, at least one; see defaultInferenceWorkers). */
   size?: number;
   /** Interface the workers listen on (default loopback: they serve this machine's API process). */
   host?: string;
@@ -81,7 +83,7 @@ export class InferenceWorkerPool {
 
   constructor(private readonly options: InferenceWorkerPoolOptions) {
     this.log = options.log.child({ component: 'inference-pool' });
-    const size = Math.max(1, options.size ?? os.availableParallelism());
+    const size = Math.max(1, options.size ?? defaultInferenceWorkers(os.availableParallelism()));
     this.slots = Array.from({ length: size }, (_, index) => ({
       index,
       child: null,
@@ -105,6 +107,11 @@ export class InferenceWorkerPool {
       throw error;
     }
     this.emit();
+  }
+
+  /** Cores each worker's models may use as onnxruntime threads: the machine's cores shared out between the workers. */
+  threadsPerWorker(): number {
+    return Math.max(1, Math.floor(os.availableParallelism() / this.slots.length));
   }
 
   /** Addresses of the workers that listen now. */
@@ -174,7 +181,16 @@ export class InferenceWorkerPool {
     };
     const child = fork(file, [], {
       execArgv,
-      env: { ...process.env, ...this.options.env, TESSERA_INFERENCE_WORKER: JSON.stringify(spec) },
+      env: {
+        // The cores are shared out between the workers: each worker's models use its share as threads.
+        [MODEL_THREADS_ENV]: String(this.threadsPerWorker()),
+        // glibc keeps a malloc arena per thread that ever allocated (onnxruntime and sharp run on several)
+        // and rarely gives their freed memory back: two arenas hold the same work in less resident memory.
+        MALLOC_ARENA_MAX: '2',
+        ...process.env,
+        ...this.options.env,
+        TESSERA_INFERENCE_WORKER: JSON.stringify(spec),
+      },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       serialization: 'json',
     });

@@ -2,8 +2,10 @@
  * Starting an inference worker from plugin module specifiers: what both a pool child (worker-main.ts)
  * and `tessera inference` on a remote machine do.
  */
+import os from 'node:os';
 import type { Logger } from 'pino';
 import { loadPluginModules, PluginRegistry } from '../plugins.js';
+import { MODEL_THREADS_ENV } from './model-io.js';
 import { startInferenceWorker, type InferenceWorker } from './worker.js';
 
 export interface ServeInferenceOptions {
@@ -60,6 +62,8 @@ export interface InferenceCommandOptions extends Omit<ServeInferenceOptions, 'fa
  * drains in-flight calls and resolves. API processes reach it through `INFERENCE_ADDRESSES`.
  */
 export async function runInferenceCommand(options: InferenceCommandOptions): Promise<void> {
+  // A machine given to inference: its models may use every core (one call side by side per core).
+  process.env[MODEL_THREADS_ENV] ??= String(os.availableParallelism());
   const served = await serveInference(options);
   (options.out ?? process.stdout).write(`Tessera inference listening on ${served.address} (models: ${served.models.join(', ') || 'none'})\n`);
   await new Promise<void>((resolve) => {

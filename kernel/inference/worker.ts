@@ -31,6 +31,7 @@ import type {
   OcrOutput,
   ServedTask,
 } from './model-io.js';
+import { modelThreads } from './model-io.js';
 
 export interface InferenceWorkerOptions {
   models: readonly AnyModelPlugin[];
@@ -131,6 +132,12 @@ function toOcrResult(output: OcrOutput, model: AnyModelPlugin, index: number): O
       height: Number(b.height),
     })),
   };
+}
+
+/** This process's memory as the Health RPC reports it (rss: what the OS holds, including native model weights). */
+function processMemory(): { rssBytes: number; heapUsedBytes: number } {
+  const usage = process.memoryUsage();
+  return { rssBytes: usage.rss, heapUsedBytes: usage.heapUsed };
 }
 
 /** Tracks one call: whether it was cancelled (client gone, deadline passed, shutdown) so work stops early. */
@@ -318,6 +325,9 @@ export async function startInferenceWorker(options: InferenceWorkerOptions): Pro
       // This Health call itself is not work in flight.
       inFlight: Math.max(0, inFlight - 1),
       pid: process.pid,
+      ...processMemory(),
+      loadedModels: [...loaded],
+      modelThreads: modelThreads(),
     })),
   };
 

