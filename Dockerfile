@@ -2,11 +2,11 @@
 FROM node:20-bookworm-slim
 WORKDIR /app
 ENV NODE_ENV=production
-COPY package.json package-lock.json .npmrc ./
+# The sources first: `npm install` runs the package's `prepare` step, which bundles the CLI from them.
+COPY . .
 # `npm install`, not `npm ci`, as in .ci/run: the lockfile lists only the optional native binaries of the
 # platform it was written on.
 RUN npm install --omit=dev --no-audit --no-fund && npm cache clean --force
-COPY . .
 RUN mkdir -p /data && chown node:node /data
 USER node
 ENV TESSERA_HOME=/data HOST=0.0.0.0 PORT=8080
