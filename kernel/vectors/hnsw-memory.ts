@@ -245,11 +245,12 @@ export class HnswMemoryIndex implements VectorIndex {
     }
     if (!graph) {
       if (this.builds.has(name)) return undefined;
-      if ((await this.durable.count(name)) > this.buildInBackgroundAbove) {
+      const total = await this.durable.count(name);
+      if (total > this.buildInBackgroundAbove) {
         this.buildInBackground(name);
         return undefined;
       }
-      graph = await this.load(name);
+      graph = await this.load(name, total);
     }
     if (graph) this.remember(graph);
     return graph;
@@ -295,13 +296,16 @@ export class HnswMemoryIndex implements VectorIndex {
     return true;
   }
 
-  /** A fresh graph from the durable engine (undefined when the index is larger than the memory budget). */
-  private async load(name: string): Promise<MemoryGraph | undefined> {
+  /**
+   * A fresh graph from the durable engine (undefined when the index is larger than the memory budget);
+   * `total` is the index's vector count when the caller has just read it.
+   */
+  private async load(name: string, total?: number): Promise<MemoryGraph | undefined> {
     const started = performance.now();
     const head = await this.changes.head(name);
     if (!head) return undefined;
     const spec = await this.durable.describe(name);
-    const total = await this.durable.count(name);
+    total ??= await this.durable.count(name);
     if (total > this.maxVectors) {
       this.settings.log?.warn({ index: name, vectors: total, maxVectors: this.maxVectors }, 'vector index larger than the in-memory budget: searched in the durable engine');
       return undefined;
