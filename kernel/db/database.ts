@@ -1,6 +1,6 @@
 /**
  * The knex factory: PostgreSQL when DATABASE_URL is set, otherwise PGlite (Postgres compiled to WASM,
- * with pgvector) in the data folder. Both are the same SQL dialect, so every store runs on either.
+ * with pgvector) in the data folder, run in a thread of its own (pglite-thread.ts). Both are the same SQL dialect, so every store runs on either.
  */
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
@@ -8,6 +8,7 @@ import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { databaseStartupError } from '../startup-errors.js';
+import { PgliteThread } from './pglite-thread.js';
 
 export type Database = Knex;
 
@@ -67,27 +68,28 @@ async function openPostgres(url: string, log: Logger | undefined): Promise<Datab
 }
 
 async function openPglite(options: DatabaseOptions): Promise<DatabaseHandle> {
-  const [{ PGlite }, { vector }, { default: ClientPgLite }] = await Promise.all([
-    import('@electric-sql/pglite'),
-    import('@electric-sql/pglite-pgvector'),
-    import('knex-pglite'),
-  ]);
+  const { default: ClientPgLite } = await import('knex-pglite');
   let dataDir: string | undefined;
   if (!options.inMemory) {
     dataDir = path.join(options.dataDir);
     await mkdir(dataDir, { recursive: true });
   }
-  const pglite = await PGlite.create({
+  const pglite = new PgliteThread({
     ...(dataDir ? { dataDir } : {}),
     ...(options.pgliteTemplate ? { loadDataDir: options.pgliteTemplate } : {}),
-    extensions: { vector },
   });
-  await pglite.exec('create extension if not exists vector');
+  try {
+    await pglite.waitReady;
+    await pglite.exec('create extension if not exists vector');
+  } catch (err) {
+    await pglite.close();
+    throw err;
+  }
   const db = knexFactory({
     client: ClientPgLite,
     dialect: 'postgres',
     // knex-pglite closes the instance it was given when knex is destroyed.
     connection: () => ({ pglite }) as object,
   } as Knex.Config);
-  return { db, kind: 'pglite', hasPgvector: true, dump: () => pglite.dumpDataDir('none'), close: () => db.destroy() };
+  return { db, kind: 'pglite', hasPgvector: true, dump: () => pglite.dumpDataDir(), close: () => db.destroy() };
 }
