@@ -20,6 +20,9 @@ import { listenStartupError, natsStartupError } from './startup-errors.js';
 import { ADMIN_KEY_NAME } from './auth/tenants.js';
 import { runMigrations, type MigrationSet } from './db/migrations.js';
 import { InProcessEventBus } from './events/in-process.js';
+import { TaskThread } from './tasks/task-thread.js';
+import type { DatabaseHandle } from './db/database.js';
+import type { MessagePort } from 'node:worker_threads';
 import { NatsEventBus } from './events/nats.js';
 import type { EventBus as EventBusShape } from './events/event-bus.js';
 import { KeyStore as KeyStoreService } from './auth/key-store.js';
@@ -57,6 +60,8 @@ export interface KernelOverrides {
   logger?: Logger;
   /** A PGlite data dump to start from instead of running initdb (tests). */
   pgliteTemplate?: Blob;
+  /** The embedded database another thread of this process opened (the task thread uses its parent's). */
+  databasePort?: MessagePort;
 }
 
 export interface KernelOptions {
@@ -68,6 +73,12 @@ export interface KernelOptions {
    * them (and without INFERENCE_ADDRESSES) this process runs no inference workers.
    */
   inferencePlugins?: readonly string[];
+  /**
+   * The plugin modules, by specifier, for the task thread: with them, the embedded database and
+   * `config.taskThread`, tasks run in a thread beside the HTTP one (kernel/tasks/task-thread.ts). Without
+   * them (tests that pass plugin objects), tasks run on the HTTP thread.
+   */
+  taskThreadPlugins?: readonly string[];
   overrides?: KernelOverrides;
 }
 
@@ -158,7 +169,8 @@ async function assembleCore(
 
   // Backing components. The embedded database serves one process: lock its folder first (released
   // after the database closes, as shutdown hooks run in reverse).
-  if (!config.databaseUrl && !config.databaseInMemory) {
+  const databasePort = options.overrides?.databasePort;
+  if (!config.databaseUrl && !config.databaseInMemory && !databasePort) {
     const lock = acquireHomeLock(config.home, log);
     lifecycle.onShutdown('TESSERA_HOME lock', () => lock.release());
   }
@@ -168,11 +180,12 @@ async function assembleCore(
     inMemory: config.databaseInMemory,
     log: log.child({ component: 'database' }),
     ...(options.overrides?.pgliteTemplate ? { pgliteTemplate: options.overrides.pgliteTemplate } : {}),
+    ...(databasePort ? { pglitePort: databasePort } : {}),
   });
   lifecycle.onShutdown('database', () => database.close());
   container.bind(T.DatabaseHandle).toConstantValue(database);
   const db = database.db;
-  if (database.kind === 'pglite') {
+  if (database.kind === 'pglite' && !databasePort) {
     // PostgreSQL's autovacuum keeps its planner's statistics current; PGlite has none (kernel/db/table-statistics.ts).
     const statistics = new TableStatistics(db, log.child({ component: 'table-statistics' }));
     statistics.start(TABLE_STATISTICS_INTERVAL_MS);
@@ -183,7 +196,7 @@ async function assembleCore(
     ? await NatsEventBus.connect(config.natsUrl, config.natsPrefix, log.child({ component: 'events' })).catch((err: unknown) => {
         throw natsStartupError(err, config.natsUrl!);
       })
-    : new InProcessEventBus(log.child({ component: 'events' }));
+    : new InProcessEventBus(log.child({ component: 'events' }), database.notices);
   lifecycle.onShutdown('event bus', () => events.close());
   container.bind(T.EventBus).toConstantValue(events);
 
@@ -381,7 +394,9 @@ async function serve(core: Core, options: KernelOptions): Promise<Kernel> {
   await startInference(core, options);
 
   // Background tasks stop after the HTTP server has drained (shutdown hooks run in reverse).
-  if (config.runTasks) await startTaskRunner(core, config, 'api');
+  const database = services.get(T.DatabaseHandle);
+  const taskThread = config.runTasks && config.taskThread && database.connect !== undefined && (options.taskThreadPlugins?.length ?? 0) > 0;
+  if (config.runTasks && !taskThread) await startTaskRunner(core, config, 'api');
 
   await lifecycle.start();
   const server = await listen(app, config.port, config.host);
@@ -390,6 +405,7 @@ async function serve(core: Core, options: KernelOptions): Promise<Kernel> {
   if (!config.publicUrl) {
     services.get(T.PublicUrl).current = `http://${config.host === '0.0.0.0' ? 'localhost' : config.host}:${port}`;
   }
+  if (taskThread) await startTaskThread(core, options, database);
   return {
     container,
     services,
@@ -408,6 +424,25 @@ async function setupPlugins(core: Core, config: ConfigShape): Promise<void> {
   const { container, services, lifecycle, log, registry } = core;
   const pluginContext: PluginContext = { container, services, config, log, lifecycle, events: services.get(T.EventBus) };
   for (const resource of registry.resources) await resource.setup?.({ ...pluginContext, log: log.child({ plugin: resource.name }) });
+}
+
+/** Tasks in a thread beside the HTTP one, over this process's embedded database and inference workers. */
+async function startTaskThread(core: Core, options: KernelOptions, database: DatabaseHandle): Promise<void> {
+  const inference = core.services.get(T.Inference);
+  const thread = new TaskThread(
+    {
+      config: options.config,
+      plugins: options.taskThreadPlugins ?? [],
+      baseDir: process.cwd(),
+      inferenceAddresses: inference.addresses(),
+      publicUrl: core.services.get(T.PublicUrl).current,
+    },
+    () => database.connect!(),
+    core.log.child({ component: 'task-thread' }),
+  );
+  // Registered after the HTTP server's hook: it stops first, and before the database closes.
+  core.lifecycle.onShutdown('task thread', () => thread.stop());
+  await thread.start();
 }
 
 /** Takes tasks in this process, and says so in `task_consumers` (health and batches look there for a worker). */

@@ -91,6 +91,11 @@ export interface Config {
   taskConcurrency: number;
   /** Whether `tessera serve` also runs background tasks (turn off when `tessera worker` processes do). */
   runTasks: boolean;
+  /**
+   * With the embedded database, `tessera serve` runs its tasks in a thread of their own, so batch work
+   * never holds up HTTP requests (`TESSERA_TASK_THREAD=false` runs them on the HTTP thread).
+   */
+  taskThread: boolean;
   /** A due task waiting this long while no process takes tasks makes health `degraded` and batches say they wait for a worker. */
   taskWaitWarnMs: number;
   /** Source records per batch chunk task (smaller: finer progress and retries; larger: fewer tasks). */
@@ -253,6 +258,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     taskLeaseMs: Math.max(300, int(env.TESSERA_TASK_LEASE_MS, 60_000, 'TESSERA_TASK_LEASE_MS')),
     taskConcurrency: Math.max(1, int(env.TESSERA_TASK_CONCURRENCY, 2, 'TESSERA_TASK_CONCURRENCY')),
     runTasks: env.TESSERA_RUN_TASKS === undefined ? true : !['0', 'false', 'no', 'off'].includes(env.TESSERA_RUN_TASKS.toLowerCase()),
+    taskThread: env.TESSERA_TASK_THREAD === undefined ? true : !['0', 'false', 'no', 'off'].includes(env.TESSERA_TASK_THREAD.toLowerCase()),
     taskWaitWarnMs: int(env.TESSERA_TASK_WAIT_WARN_MS, 5_000, 'TESSERA_TASK_WAIT_WARN_MS'),
     batchChunkSize: Math.max(1, int(env.TESSERA_BATCH_CHUNK_SIZE, 256, 'TESSERA_BATCH_CHUNK_SIZE')),
     batchHealthIntervalMs: int(env.TESSERA_BATCH_HEALTH_INTERVAL_MS, 30_000, 'TESSERA_BATCH_HEALTH_INTERVAL_MS'),

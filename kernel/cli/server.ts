@@ -80,6 +80,7 @@ export async function serveCommand(): Promise<void> {
     config,
     plugins: await loadPlugins(config.plugins),
     inferencePlugins: [BUILTIN_PLUGINS, ...config.plugins],
+    taskThreadPlugins: [BUILTIN_PLUGINS, ...config.plugins],
     overrides: { logger: log },
   });
   signals.ready(() => kernel.stop());

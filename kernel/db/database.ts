@@ -5,10 +5,11 @@
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import knexFactory, { type Knex } from 'knex';
+import type { MessagePort } from 'node:worker_threads';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { databaseStartupError } from '../startup-errors.js';
-import { PgliteThread } from './pglite-thread.js';
+import { PgliteClient, PgliteThread } from './pglite-thread.js';
 
 export type Database = Knex;
 
@@ -19,12 +20,24 @@ export interface DatabaseHandle {
   hasPgvector: boolean;
   /** PGlite only: a dump of the data directory, to start other instances from (tests). */
   dump?(): Promise<Blob>;
+  /** PGlite, opened by this thread: a port through which another thread of this process uses the same database. */
+  connect?(): Promise<MessagePort>;
+  /**
+   * PGlite: notices between the threads sharing the database (cache invalidations, events), each seen by
+   * the others before the reply to anything its sender asks the database afterwards.
+   */
+  notices?: DatabaseNotices;
   close(): Promise<void>;
 }
 
 // Return BIGINT counts as numbers and NUMERIC as floats: every value we store fits a double.
 pg.types.setTypeParser(20, (v) => Number(v));
 pg.types.setTypeParser(1700, (v) => Number(v));
+
+export interface DatabaseNotices {
+  notify(topic: string, payload: unknown): void;
+  onNotice(listener: (topic: string, payload: unknown) => void): () => void;
+}
 
 export interface DatabaseOptions {
   url: string | undefined;
@@ -33,12 +46,15 @@ export interface DatabaseOptions {
   inMemory: boolean;
   /** A PGlite data dump (tar) to start from instead of running initdb (tests). */
   pgliteTemplate?: Blob;
+  /** Use the embedded database another thread opened, through this port (`DatabaseHandle.connect`). */
+  pglitePort?: MessagePort;
   /** Where knex's own warnings go (default: its console output). */
   log?: Logger;
 }
 
 export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHandle> {
   if (options.url) return openPostgres(options.url, options.log);
+  if (options.pglitePort) return attachPglite(options.pglitePort);
   return openPglite(options);
 }
 
@@ -68,7 +84,6 @@ async function openPostgres(url: string, log: Logger | undefined): Promise<Datab
 }
 
 async function openPglite(options: DatabaseOptions): Promise<DatabaseHandle> {
-  const { default: ClientPgLite } = await import('knex-pglite');
   let dataDir: string | undefined;
   if (!options.inMemory) {
     dataDir = path.join(options.dataDir);
@@ -85,11 +100,30 @@ async function openPglite(options: DatabaseOptions): Promise<DatabaseHandle> {
     await pglite.close();
     throw err;
   }
-  const db = knexFactory({
+  const db = await pgliteKnex(pglite);
+  return {
+    db,
+    kind: 'pglite',
+    hasPgvector: true,
+    dump: () => pglite.dumpDataDir(),
+    connect: () => pglite.connect(),
+    notices: pglite,
+    close: () => db.destroy(),
+  };
+}
+
+async function attachPglite(port: MessagePort): Promise<DatabaseHandle> {
+  const client = new PgliteClient(port, false);
+  const db = await pgliteKnex(client);
+  return { db, kind: 'pglite', hasPgvector: true, notices: client, close: () => db.destroy() };
+}
+
+async function pgliteKnex(client: PgliteClient): Promise<Knex> {
+  const { default: ClientPgLite } = await import('knex-pglite');
+  return knexFactory({
     client: ClientPgLite,
     dialect: 'postgres',
-    // knex-pglite closes the instance it was given when knex is destroyed.
-    connection: () => ({ pglite }) as object,
+    // knex-pglite closes the client it was given when knex is destroyed.
+    connection: () => ({ pglite: client }) as object,
   } as Knex.Config);
-  return { db, kind: 'pglite', hasPgvector: true, dump: () => pglite.dumpDataDir(), close: () => db.destroy() };
 }

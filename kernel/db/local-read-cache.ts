@@ -4,23 +4,41 @@
  * only writer: the embedded default (PGlite serves one process). The code that writes those rows calls
  * `forget`/`forgetAll` before its request answers, so a hit is never older than the last acknowledged
  * write. With a shared database (PostgreSQL, several API and worker processes) other processes write too,
- * so the cache is off and every read goes to the database.
+ * so the cache is off and every read goes to the database. The threads of one process that share the
+ * embedded database (API and task thread) tell each other what they forget (`shared`).
  *
  * A read that started before a write finished could put back what the write replaced: each read notes the
  * cache's generation before it goes to the database and keeps its value only if no write came in between.
  */
+import type { DatabaseNotices } from './database.js';
+
 export interface LocalReadCacheOptions {
   /** False when other processes write the same database: every read then goes to it. */
   enabled: boolean;
   /** Entries kept at most; the least recently used go first. */
   maxEntries: number;
+  /**
+   * Other threads of this process that write the same embedded database (the task thread): what one
+   * forgets, the same-named cache in the others forgets too, before they read the write's result.
+   */
+  shared?: { name: string; notices: DatabaseNotices | undefined };
 }
 
 export class LocalReadCache<V> {
   private readonly entries = new Map<string, V>();
   private generation = 0;
 
-  constructor(private readonly options: LocalReadCacheOptions) {}
+  private readonly topic: string | undefined;
+
+  constructor(private readonly options: LocalReadCacheOptions) {
+    const shared = options.enabled ? options.shared : undefined;
+    if (shared?.notices) {
+      this.topic = `cache:${shared.name}`;
+      shared.notices.onNotice((topic, payload) => {
+        if (topic === this.topic) this.forgetHere(payload as string[] | null);
+      });
+    }
+  }
 
   get enabled(): boolean {
     return this.options.enabled;
@@ -57,13 +75,21 @@ export class LocalReadCache<V> {
   }
 
   forget(keys: Iterable<string>): void {
-    this.generation += 1;
-    for (const key of keys) this.entries.delete(key);
+    const list = [...keys];
+    this.forgetHere(list);
+    if (this.topic) this.options.shared!.notices!.notify(this.topic, list);
   }
 
   forgetAll(): void {
+    this.forgetHere(null);
+    if (this.topic) this.options.shared!.notices!.notify(this.topic, null);
+  }
+
+  /** Forgets `keys` (all with null) in this thread only. */
+  private forgetHere(keys: readonly string[] | null): void {
     this.generation += 1;
-    this.entries.clear();
+    if (keys === null) this.entries.clear();
+    else for (const key of keys) this.entries.delete(key);
   }
 
   private set(key: string, value: V): void {

@@ -11,7 +11,7 @@
  */
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
-import { Worker } from 'node:worker_threads';
+import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
 
 export interface PgliteThreadOptions {
   /** Data folder; in memory when absent. */
@@ -34,7 +34,16 @@ type Request =
 
 type Reply = { id: number; ok: true; value: unknown } | { id: number; ok: false; error: Record<string, unknown> & { message: string } };
 
-/** What the thread runs: plain ESM, so it loads the same under tsx, vitest and compiled builds. */
+/**
+ * What the thread runs: plain ESM, so it loads the same under tsx, vitest and compiled builds.
+ *
+ * Clients are message ports: the thread's parent, and any port attached later (the task thread's). PGlite
+ * has one connection, so a transaction belongs to the client that began it: until that client commits or
+ * rolls back, other clients' statements wait in the queue (each client's own stay in order). A client
+ * whose port closes mid-transaction is rolled back. `notify` messages are passed on at once to every other
+ * client, on the same port as their replies, so a client sees a notice before the reply to any statement
+ * the sender issued after sending it (how caches in other threads hear of a write before its result).
+ */
 const THREAD_SOURCE = `
 import { parentPort, workerData } from 'node:worker_threads';
 const [{ PGlite }, { vector }] = await Promise.all([import(workerData.pglite), import(workerData.pgvector)]);
@@ -60,25 +69,191 @@ const plain = (err) => {
 };
 parentPort.postMessage({ id: 0, ok: !failure, ...(failure ? { error: plain(failure) } : { value: null }) });
 if (failure) process.exit(1);
-parentPort.on('message', async (request) => {
+
+const BEGIN = /^\\s*(begin|start\\s+transaction)\\b/i;
+const END = /^\\s*(commit|end|abort|rollback)\\b(?!\\s+(transaction\\s+)?to\\b)/i;
+const clients = new Map();
+const queue = [];
+let nextClient = 0;
+let owner = null;
+let running = false;
+let closed = false;
+
+function attach(port) {
+  const client = nextClient++;
+  clients.set(client, port);
+  port.on('message', (request) => receive(client, request));
+  if (client !== 0) port.on('close', () => detach(client));
+}
+
+function detach(client) {
+  if (!clients.delete(client)) return;
+  for (let i = queue.length - 1; i >= 0; i--) if (queue[i].client === client) queue.splice(i, 1);
+  if (owner === client) queue.unshift({ client, request: { id: -1, op: 'query', sql: 'rollback' } });
+  pump();
+}
+
+function receive(client, request) {
+  if (request.op === 'notify') {
+    for (const [other, port] of clients) if (other !== client) port.postMessage({ notify: request.topic, payload: request.payload });
+    return;
+  }
+  if (request.op === 'attach') {
+    attach(request.port);
+    clients.get(client)?.postMessage({ id: request.id, ok: true, value: null });
+    return;
+  }
+  queue.push({ client, request });
+  pump();
+}
+
+async function pump() {
+  if (running) return;
+  running = true;
   try {
-    let value;
-    if (request.op === 'query') value = await db.query(request.sql, request.params, request.options);
-    else if (request.op === 'exec') value = await db.exec(request.sql);
-    else if (request.op === 'dump') value = await db.dumpDataDir('none');
-    else if (request.op === 'close') {
+    for (;;) {
+      const at = queue.findIndex((entry) => owner === null || owner === entry.client);
+      if (at < 0 || closed) break;
+      const [{ client, request }] = queue.splice(at, 1);
+      await run(client, request);
+    }
+  } finally {
+    running = false;
+  }
+}
+
+async function run(client, request) {
+  const reply = (message) => clients.get(client)?.postMessage({ id: request.id, ...message });
+  try {
+    let value = null;
+    if (request.op === 'query') {
+      const result = await db.query(request.sql, request.params, request.options);
+      if (BEGIN.test(request.sql)) owner = client;
+      else if (END.test(request.sql) && owner === client) owner = null;
+      value = { rows: result.rows, fields: result.fields, affectedRows: result.affectedRows };
+    } else if (request.op === 'exec') {
+      value = await db.exec(request.sql);
+    } else if (request.op === 'dump') {
+      value = await db.dumpDataDir('none');
+    } else if (request.op === 'close') {
+      closed = true;
       await db.close();
-      parentPort.postMessage({ id: request.id, ok: true, value: null });
-      parentPort.close();
+      reply({ ok: true, value: null });
+      for (const port of clients.values()) port.close();
       return;
     }
-    if (request.op === 'query') value = { rows: value.rows, fields: value.fields, affectedRows: value.affectedRows };
-    parentPort.postMessage({ id: request.id, ok: true, value });
+    reply({ ok: true, value });
   } catch (err) {
-    parentPort.postMessage({ id: request.id, ok: false, error: plain(err) });
+    // A failed COMMIT or ROLLBACK still ends the transaction.
+    if (request.op === 'query' && END.test(request.sql) && owner === client) owner = null;
+    reply({ ok: false, error: plain(err) });
   }
-});
+}
+
+attach(parentPort);
 `;
+
+/** A message endpoint: the thread itself (from its parent) or a port attached to it (from another thread). */
+interface Endpoint {
+  postMessage(message: unknown, transferList?: readonly Transferable[]): void;
+  on(event: 'message', listener: (message: unknown) => void): unknown;
+  ref(): void;
+  unref(): void;
+  close?(): void;
+}
+
+type Transferable = MessagePort;
+
+type Notice = { notify: string; payload: unknown };
+
+/**
+ * One client of the database thread: the connection object knex-pglite expects (`query`, `exec`,
+ * `waitReady`, `close`), plus notices shared with the other clients (`notify`, `onNotice`).
+ */
+export class PgliteClient {
+  readonly waitReady: Promise<void>;
+  private readonly pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
+  private readonly listeners = new Set<(topic: string, payload: unknown) => void>();
+  private nextId = 1;
+  protected exited: Error | undefined;
+
+  constructor(
+    protected readonly endpoint: Endpoint,
+    /** Whether the thread answers a start message (id 0) on this endpoint before taking requests. */
+    announcesStart: boolean,
+  ) {
+    let started: { resolve: () => void; reject: (error: Error) => void } | undefined;
+    this.waitReady = announcesStart
+      ? new Promise<void>((resolve, reject) => {
+          started = { resolve, reject };
+        })
+      : Promise.resolve();
+    if (started) this.pending.set(0, { resolve: () => started!.resolve(), reject: (error) => started!.reject(error) });
+    this.endpoint.on('message', (message) => this.receive(message as Reply | Notice));
+    if (!announcesStart) this.endpoint.unref();
+  }
+
+  query(sql: string, params?: unknown[], options?: Record<string, unknown>): Promise<PgliteQueryResult> {
+    return this.send({ op: 'query', sql, params, options }) as Promise<PgliteQueryResult>;
+  }
+
+  exec(sql: string): Promise<PgliteQueryResult[]> {
+    return this.send({ op: 'exec', sql }) as Promise<PgliteQueryResult[]>;
+  }
+
+  /** The data directory as a tar (tests start other instances from it). */
+  dumpDataDir(): Promise<Blob> {
+    return this.send({ op: 'dump' }) as Promise<Blob>;
+  }
+
+  /** Passes `payload` to every other client of the thread, ahead of any reply to what this client sends next. */
+  notify(topic: string, payload: unknown): void {
+    if (!this.exited) this.endpoint.postMessage({ op: 'notify', topic, payload });
+  }
+
+  /** Notices from the other clients; returns the unsubscribe. */
+  onNotice(listener: (topic: string, payload: unknown) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Detaches this client (the thread rolls back a transaction it left open); the database stays open. */
+  close(): Promise<void> {
+    this.fail(new Error('this database client is closed'));
+    this.endpoint.close?.();
+    return Promise.resolve();
+  }
+
+  protected send(request: Request | { op: 'attach'; port: MessagePort }, transferList?: readonly Transferable[]): Promise<unknown> {
+    if (this.exited) return Promise.reject(this.exited);
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      // Idle, the endpoint must not keep the process alive; waiting on it, it must.
+      if (this.pending.size === 0) this.endpoint.ref();
+      this.pending.set(id, { resolve, reject });
+      this.endpoint.postMessage({ ...request, id }, transferList);
+    });
+  }
+
+  protected fail(error: Error): void {
+    this.exited ??= error;
+    for (const waiter of this.pending.values()) waiter.reject(error);
+    this.pending.clear();
+  }
+
+  private receive(message: Reply | Notice): void {
+    if ('notify' in message) {
+      for (const listener of this.listeners) listener(message.notify, message.payload);
+      return;
+    }
+    const waiter = this.pending.get(message.id);
+    if (!waiter) return;
+    this.pending.delete(message.id);
+    if (this.pending.size === 0) this.endpoint.unref();
+    if (message.ok) waiter.resolve(message.value);
+    else waiter.reject(new PgliteError(message.error));
+  }
+}
 
 /** Both packages ship their ESM build beside the CommonJS one that require() resolves to. */
 function esmEntry(name: string): string {
@@ -98,16 +273,13 @@ export class PgliteError extends Error {
   }
 }
 
-export class PgliteThread {
-  readonly waitReady: Promise<void>;
+/** The database thread, seen from the thread that started it (which closes it). */
+export class PgliteThread extends PgliteClient {
   private readonly worker: Worker;
-  private readonly pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
-  private nextId = 1;
-  private exited: Error | undefined;
   private closing: Promise<void> | undefined;
 
   constructor(options: PgliteThreadOptions) {
-    this.worker = new Worker(THREAD_SOURCE, {
+    const worker = new Worker(THREAD_SOURCE, {
       eval: true,
       workerData: {
         pglite: esmEntry('@electric-sql/pglite'),
@@ -116,60 +288,28 @@ export class PgliteThread {
         loadDataDir: options.loadDataDir,
       },
     });
-    let started: { resolve: () => void; reject: (error: Error) => void };
-    this.waitReady = new Promise<void>((resolve, reject) => {
-      started = { resolve, reject };
-    });
-    this.pending.set(0, { resolve: () => started.resolve(), reject: (error) => started.reject(error) });
-    this.worker.on('message', (reply: Reply) => {
-      const waiter = this.pending.get(reply.id);
-      if (!waiter) return;
-      this.pending.delete(reply.id);
-      // Idle, the thread must not keep the process alive; waiting on it, it must.
-      if (this.pending.size === 0) this.worker.unref();
-      if (reply.ok) waiter.resolve(reply.value);
-      else waiter.reject(new PgliteError(reply.error));
-    });
+    super(worker, true);
+    this.worker = worker;
     this.worker.on('error', (error) => this.fail(new Error(`the embedded database thread failed: ${error.message}`, { cause: error })));
     this.worker.on('exit', (code) => this.fail(new Error(`the embedded database thread stopped (exit code ${code})`)));
   }
 
-  query(sql: string, params?: unknown[], options?: Record<string, unknown>): Promise<PgliteQueryResult> {
-    return this.send({ op: 'query', sql, params, options }) as Promise<PgliteQueryResult>;
+  /** A port for another thread of this process to use the database through (`new PgliteClient(port, false)` there). */
+  async connect(): Promise<MessagePort> {
+    const { port1, port2 } = new MessageChannel();
+    await this.send({ op: 'attach', port: port2 }, [port2]);
+    return port1;
   }
 
-  exec(sql: string): Promise<PgliteQueryResult[]> {
-    return this.send({ op: 'exec', sql }) as Promise<PgliteQueryResult[]>;
-  }
-
-  /** The data directory as a tar (tests start other instances from it). */
-  dumpDataDir(): Promise<Blob> {
-    return this.send({ op: 'dump' }) as Promise<Blob>;
-  }
-
-  close(): Promise<void> {
+  override close(): Promise<void> {
     this.closing ??= this.exited
       ? Promise.resolve()
-      : (this.send({ op: 'close' }) as Promise<void>).then(
-          () => undefined,
-          () => undefined,
-        ).finally(() => this.worker.terminate().then(() => undefined));
+      : (this.send({ op: 'close' }) as Promise<void>)
+          .then(
+            () => undefined,
+            () => undefined,
+          )
+          .finally(() => this.worker.terminate().then(() => undefined));
     return this.closing;
-  }
-
-  private send(request: Request): Promise<unknown> {
-    if (this.exited) return Promise.reject(this.exited);
-    const id = this.nextId++;
-    return new Promise((resolve, reject) => {
-      if (this.pending.size === 0) this.worker.ref();
-      this.pending.set(id, { resolve, reject });
-      this.worker.postMessage({ ...request, id });
-    });
-  }
-
-  private fail(error: Error): void {
-    this.exited ??= error;
-    for (const waiter of this.pending.values()) waiter.reject(error);
-    this.pending.clear();
   }
 }

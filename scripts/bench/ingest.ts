@@ -6,8 +6,8 @@
  * documents and vectors straight into the stores (the floor for writes), and the p99 latency of
  * `GET /v1/me` while idle and while the batch runs (does batch work leave the API responsive?).
  *
- * The server runs in this process on its embedded defaults (PGlite, pgvector, local blobs, spawned
- * inference workers: one per core), or on PostgreSQL/NATS when DATABASE_URL/NATS_URL are set.
+ * The server runs in this process on its embedded defaults (PGlite in its thread, tasks in theirs, pgvector,
+ * local blobs, spawned inference workers), or on PostgreSQL/NATS when DATABASE_URL/NATS_URL are set.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -33,6 +33,8 @@ const kernel = await startKernel({
   config: { ...loadConfig(), home, port: 0, host: '127.0.0.1', adminKey, logLevel: 'silent', batchHealthIntervalMs: 0 },
   plugins: builtins.map((plugin) => ({ plugin, origin: 'builtin' })),
   inferencePlugins: [pluginsModule],
+  // As `tessera serve` runs: tasks in their own thread (TESSERA_TASK_THREAD=false runs them on the HTTP thread).
+  taskThreadPlugins: [pluginsModule],
   overrides: { logger: pino({ level: 'silent' }) },
 });
 const inference = kernel.services.get(Inference);

@@ -51,6 +51,8 @@ export interface TestKernelOptions {
   plugins?: readonly unknown[];
   /** Plugin modules spawned inference workers load (none: the kernel runs no inference workers). */
   inferencePlugins?: readonly string[];
+  /** Plugin modules of the task thread (embedded database only; none: tasks run on the HTTP thread). */
+  taskThreadPlugins?: readonly string[];
   config?: Partial<Config>;
   clock?: Clock;
   logger?: Logger;
@@ -119,6 +121,7 @@ export async function startTestKernel(options: TestKernelOptions = {}): Promise<
       config,
       plugins: (options.plugins ?? builtins).map((plugin) => ({ plugin, origin: 'test' })),
       ...(options.inferencePlugins ? { inferencePlugins: options.inferencePlugins } : {}),
+      ...(options.taskThreadPlugins ? { taskThreadPlugins: options.taskThreadPlugins } : {}),
       overrides: {
         logger: options.logger ?? captured.logger,
         ...(options.clock ? { clock: options.clock } : {}),

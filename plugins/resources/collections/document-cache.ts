@@ -4,6 +4,7 @@
  * round trip. Every committed change to documents goes through `DocumentChanges.changed`, which forgets
  * the documents it names before the writer answers.
  */
+import type { DatabaseNotices } from '../../../kernel/db/database.js';
 import { deepFreeze, LocalReadCache } from '../../../kernel/db/local-read-cache.js';
 import type { DocumentRow } from './document-store.js';
 
@@ -13,8 +14,8 @@ const MAX_DOCUMENTS = 20_000;
 export class DocumentReadCache {
   private readonly rows: LocalReadCache<DocumentRow>;
 
-  constructor(onlyWriter: boolean) {
-    this.rows = new LocalReadCache({ enabled: onlyWriter, maxEntries: MAX_DOCUMENTS });
+  constructor(onlyWriter: boolean, notices?: DatabaseNotices) {
+    this.rows = new LocalReadCache({ enabled: onlyWriter, maxEntries: MAX_DOCUMENTS, shared: { name: 'documents', notices } });
   }
 
   get enabled(): boolean {

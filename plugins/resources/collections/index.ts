@@ -113,12 +113,13 @@ export default defineResource({
   migrations: collectionMigrations,
   services: (container, services) => {
     // PGlite serves this process alone: definitions and documents retrieval reads can be kept in memory.
-    const onlyWriter = services.get(DatabaseHandle).kind === 'pglite';
-    const store = new CollectionStore(services.get(DatabaseHandle).db, { onlyWriter });
+    const { kind, notices } = services.get(DatabaseHandle);
+    const onlyWriter = kind === 'pglite';
+    const store = new CollectionStore(services.get(DatabaseHandle).db, { onlyWriter, ...(notices ? { notices } : {}) });
     container.bind(Store).toConstantValue(store);
     const documents = new DocumentStore(services.get(DatabaseHandle).db, services.get(TextIndex));
     container.bind(Documents).toConstantValue(documents);
-    const documentCache = new DocumentReadCache(onlyWriter);
+    const documentCache = new DocumentReadCache(onlyWriter, notices);
     container.bind(DocumentCache).toConstantValue(documentCache);
     const changes = new DocumentChanges(services.get(DatabaseHandle).db, services.get(EventBus), () => services.tryGet(RetrievalCacheInvalidation), documentCache);
     container.bind(Changes).toConstantValue(changes);

@@ -1,5 +1,6 @@
 /** Collection rows, always within one organization (and namespace, for names). */
 import type { Knex } from 'knex';
+import type { DatabaseNotices } from '../../../kernel/db/database.js';
 import { deepFreeze, LocalReadCache } from '../../../kernel/db/local-read-cache.js';
 import type { components } from '../../../generated/openapi.js';
 
@@ -43,8 +44,8 @@ export class CollectionStore {
   /** Rows by (organization, namespace, name or id) for `findDefinition`, kept while this process is the only writer. */
   private readonly definitions: LocalReadCache<CollectionRow>;
 
-  constructor(private readonly db: Knex, options: { onlyWriter: boolean } = { onlyWriter: false }) {
-    this.definitions = new LocalReadCache({ enabled: options.onlyWriter, maxEntries: 10_000 });
+  constructor(private readonly db: Knex, options: { onlyWriter: boolean; notices?: DatabaseNotices } = { onlyWriter: false }) {
+    this.definitions = new LocalReadCache({ enabled: options.onlyWriter, maxEntries: 10_000, shared: { name: 'collections', notices: options.notices } });
   }
 
   /**

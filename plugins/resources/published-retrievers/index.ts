@@ -131,6 +131,7 @@ export default defineResource({
     const database = services.get(DatabaseHandle);
     const store = new PublishedStore(database.db, sealer, {
       onlyWriter: database.kind === 'pglite',
+      ...(database.notices ? { notices: database.notices } : {}),
       retrieverExists: async (row) => (await services.get(RetrieverExecutor).find(row.organization_id, row.namespace_id, row.retriever_id)) !== null,
     });
     container.bind(Store).toConstantValue(store);

@@ -6,6 +6,7 @@
  * `PublishedRetrieverDirectory`.
  */
 import type { Knex } from 'knex';
+import type { DatabaseNotices } from '../../../kernel/db/database.js';
 import { deepFreeze, LocalReadCache } from '../../../kernel/db/local-read-cache.js';
 import type {
   DisplayConfig,
@@ -74,11 +75,13 @@ export class PublishedStore implements PublishedRetrieverDirectory {
     private readonly sealer: KeySealer,
     options: {
       onlyWriter: boolean;
+      /** The threads sharing the embedded database, told what this cache forgets. */
+      notices?: DatabaseNotices;
       /** Whether the publication's retriever still exists (read in memory where rows are kept). */
       retrieverExists?: (row: PublicationRow) => Promise<boolean>;
     } = { onlyWriter: false },
   ) {
-    this.rows = new LocalReadCache({ enabled: options.onlyWriter, maxEntries: 10_000 });
+    this.rows = new LocalReadCache({ enabled: options.onlyWriter, maxEntries: 10_000, shared: { name: 'publications', notices: options.notices } });
     this.retrieverExists = options.retrieverExists;
   }
 

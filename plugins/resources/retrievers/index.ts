@@ -168,7 +168,10 @@ export default defineResource({
   migrations: retrieverMigrations,
   services: (container, services) => {
     // PGlite serves this process alone: its definitions can be kept in memory (kernel/db/local-read-cache.ts).
-    const store = new RetrieverStore(services.get(DatabaseHandle).db, { onlyWriter: services.get(DatabaseHandle).kind === 'pglite' });
+    const store = new RetrieverStore(services.get(DatabaseHandle).db, {
+      onlyWriter: services.get(DatabaseHandle).kind === 'pglite',
+      ...(services.get(DatabaseHandle).notices ? { notices: services.get(DatabaseHandle).notices } : {}),
+    });
     container.bind(Store).toConstantValue(store);
     const cache = new RetrieverCacheStore(services.get(DatabaseHandle).db, services.get(Clock), () => services.get(TaskQueue), (organizationId, namespaceId, nameOrId) =>
       store.find(organizationId, namespaceId, nameOrId),

@@ -1,5 +1,6 @@
 /** Retriever and execution rows, always within one organization (and namespace, for names). */
 import type { Knex } from 'knex';
+import type { DatabaseNotices } from '../../../kernel/db/database.js';
 import { deepFreeze, LocalReadCache } from '../../../kernel/db/local-read-cache.js';
 import type { components } from '../../../generated/openapi.js';
 import { packInputs, unpackInputs } from './history-inputs.js';
@@ -99,8 +100,8 @@ export class RetrieverStore {
   /** Definitions by (organization, namespace, name or id), kept while this process is the only writer. */
   private readonly definitions: LocalReadCache<RetrieverRow>;
 
-  constructor(private readonly db: Knex, options: { onlyWriter: boolean } = { onlyWriter: false }) {
-    this.definitions = new LocalReadCache({ enabled: options.onlyWriter, maxEntries: 10_000 });
+  constructor(private readonly db: Knex, options: { onlyWriter: boolean; notices?: DatabaseNotices } = { onlyWriter: false }) {
+    this.definitions = new LocalReadCache({ enabled: options.onlyWriter, maxEntries: 10_000, shared: { name: 'retrievers', notices: options.notices } });
   }
 
   /** By `ret_` id or by name (case-insensitive) within a namespace. The row is shared: never change it. */

@@ -1,0 +1,83 @@
+/**
+ * The embedded database thread (kernel/db/pglite-thread.ts): errors keep their SQLSTATE, a transaction
+ * holds other clients off until it ends (or its client goes), and notices reach the other clients ahead
+ * of the replies that follow them.
+ */
+import { afterEach, describe, expect, inject, it } from 'vitest';
+import { PgliteClient, PgliteError, PgliteThread } from '../../../kernel/db/pglite-thread.js';
+
+const opened: PgliteThread[] = [];
+
+async function open(): Promise<PgliteThread> {
+  const template = inject('pgliteTemplate');
+  const thread = new PgliteThread(template ? { loadDataDir: new Blob([template]) } : {});
+  opened.push(thread);
+  await thread.waitReady;
+  await thread.query('create table t (id int primary key, note text)');
+  return thread;
+}
+
+afterEach(async () => {
+  await Promise.all(opened.splice(0).map((thread) => thread.close()));
+});
+
+describe('embedded database thread', () => {
+  it('answers queries with rows and rebuilds errors with their PostgreSQL fields', async () => {
+    const db = await open();
+    await db.query('insert into t values ($1, $2)', [1, 'one']);
+    expect((await db.query('select id, note from t')).rows).toEqual([{ id: 1, note: 'one' }]);
+    const error = await db.query('insert into t values ($1, $2)', [1, 'again']).catch((err: unknown) => err);
+    expect(error).toBeInstanceOf(PgliteError);
+    expect(error).toMatchObject({ code: '23505', message: expect.stringContaining('duplicate key') });
+  });
+
+  it('holds another client off while a transaction is open, and runs its statements in order after', async () => {
+    const db = await open();
+    const other = new PgliteClient(await db.connect(), false);
+    await db.query('begin');
+    await db.query("insert into t values (1, 'inside')");
+    const seen: string[] = [];
+    const waiting = other.query('select count(*)::int as n from t').then((res) => {
+      seen.push(`other saw ${String(res.rows[0]!.n)}`);
+    });
+    const after = other.query("insert into t values (2, 'after')");
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(seen).toEqual([]);
+    await db.query('rollback');
+    await waiting;
+    await after;
+    expect(seen).toEqual(['other saw 0']);
+    expect((await db.query('select id from t order by id')).rows).toEqual([{ id: 2 }]);
+    await other.close();
+  });
+
+  it('rolls back the transaction of a client that goes away, and lets the others on', async () => {
+    const db = await open();
+    const leaving = new PgliteClient(await db.connect(), false);
+    await leaving.query('begin');
+    await leaving.query("insert into t values (7, 'never committed')");
+    const blocked = db.query('select count(*)::int as n from t');
+    await leaving.close();
+    expect((await blocked).rows).toEqual([{ n: 0 }]);
+    await expect(leaving.query('select 1')).rejects.toThrow(/closed/);
+  });
+
+  it('passes a notice to the other clients before the reply to what its sender asked next', async () => {
+    const db = await open();
+    const other = new PgliteClient(await db.connect(), false);
+    const events: string[] = [];
+    db.onNotice((topic, payload) => events.push(`${topic}:${JSON.stringify(payload)}`));
+    other.notify('cache.forget', ['d1']);
+    await other.query("insert into t values (3, 'written')");
+    const read = await db.query('select count(*)::int as n from t');
+    events.push(`read ${String(read.rows[0]!.n)}`);
+    expect(events).toEqual(['cache.forget:["d1"]', 'read 1']);
+    await other.close();
+  });
+
+  it('refuses queries clearly once closed', async () => {
+    const db = await open();
+    await db.close();
+    await expect(db.query('select 1')).rejects.toThrow(/embedded database thread stopped/);
+  });
+});
