@@ -139,6 +139,10 @@ async function run(client, request) {
       closed = true;
       await db.close();
       reply({ ok: true, value: null });
+      // Whatever other clients still wait for will not run: tell them instead of leaving them waiting.
+      for (const entry of queue.splice(0)) {
+        clients.get(entry.client)?.postMessage({ id: entry.request.id, ok: false, error: { message: 'the embedded database is closed', name: 'Error' } });
+      }
       for (const port of clients.values()) port.close();
       return;
     }
@@ -157,6 +161,7 @@ attach(parentPort);
 interface Endpoint {
   postMessage(message: unknown, transferList?: readonly Transferable[]): void;
   on(event: 'message', listener: (message: unknown) => void): unknown;
+  on(event: 'close', listener: () => void): unknown;
   ref(): void;
   unref(): void;
   close?(): void;
@@ -190,6 +195,8 @@ export class PgliteClient {
       : Promise.resolve();
     if (started) this.pending.set(0, { resolve: () => started!.resolve(), reject: (error) => started!.reject(error) });
     this.endpoint.on('message', (message) => this.receive(message as Reply | Notice));
+    // A port closes when the database thread closes it (the database closed) or ends.
+    this.endpoint.on('close', () => this.fail(new Error('the embedded database is closed')));
     if (!announcesStart) this.endpoint.unref();
   }
 
