@@ -226,6 +226,9 @@ async function assembleCore(
             // PGlite has one connection in one process; PostgreSQL may be shared by several API processes.
             lockDuringWrites: database.kind === 'postgres',
             sharedDatabase: database.kind === 'postgres',
+            ...(database.notices ? { notices: database.notices } : {}),
+            // The task thread never searches: its writes feed the API thread's graphs through the change log.
+            ...(databasePort ? { keepGraphs: false } : {}),
             log: log.child({ component: 'vectors' }),
             maxVectors: config.vectorMemoryMaxVectors,
           },

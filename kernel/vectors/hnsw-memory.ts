@@ -20,6 +20,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { NotFoundError } from '../errors.js';
 import { ChangeLog, type ChangeLogHead } from '../db/change-log.js';
+import type { DatabaseNotices } from '../db/database.js';
 import type { ParsedFilter } from '../filters/filter.js';
 import { DEFAULT_GRAPH_OPTIONS, MemoryGraph, type GraphPlan, type MemoryGraphOptions } from './memory-graph.js';
 import {
@@ -47,6 +48,17 @@ export interface HnswMemoryOptions {
    * skip reading the change log (one query fewer on PGlite's single connection).
    */
   sharedDatabase?: boolean;
+  /**
+   * With `sharedDatabase` false: the other threads of this process that write the same embedded database
+   * (kernel/db/pglite-thread.ts). Each write here tells them, and a notice from them makes the next search
+   * read the change log, so a graph skips that read only while no other thread wrote its index.
+   */
+  notices?: DatabaseNotices;
+  /**
+   * Keep graphs in this instance (default true). False where nothing searches (the task thread): writes
+   * still reach the durable engine and the change log, for the graphs other threads or processes keep.
+   */
+  keepGraphs?: boolean;
   log?: Pick<Logger, 'info' | 'warn'>;
   graph?: Partial<MemoryGraphOptions>;
   /** Vectors held in memory at most, over all indexes (default 2,000,000). */
@@ -57,6 +69,9 @@ export interface HnswMemoryOptions {
    */
   buildInBackgroundAbove?: number;
 }
+
+/** The notice a write sends the other threads sharing the embedded database: the index's name. */
+const VECTOR_WRITE_NOTICE = 'vectors.written';
 
 /** Vectors held in memory at most, over all indexes, unless configured. */
 export const DEFAULT_MAX_VECTORS = 2_000_000;
@@ -83,6 +98,9 @@ export class HnswMemoryIndex implements VectorIndex {
   /** Graphs being built in the background, by index. */
   private readonly builds = new Map<string, Promise<void>>();
   private closed = false;
+  /** Indexes another thread wrote since this instance last read their change-log head. */
+  private readonly writtenElsewhere = new Set<string>();
+  private readonly stopListening: (() => void) | undefined;
 
   constructor(
     private readonly durable: DurableVectorIndex,
@@ -94,6 +112,9 @@ export class HnswMemoryIndex implements VectorIndex {
     this.options = { ...DEFAULT_GRAPH_OPTIONS, ...settings.graph };
     this.maxVectors = settings.maxVectors ?? DEFAULT_MAX_VECTORS;
     this.buildInBackgroundAbove = settings.buildInBackgroundAbove ?? 20_000;
+    this.stopListening = settings.notices?.onNotice((topic, payload) => {
+      if (topic === VECTOR_WRITE_NOTICE) this.writtenElsewhere.add(payload as string);
+    });
   }
 
   /** Resolves when no graph of the index is being built in the background (tests). */
@@ -116,7 +137,7 @@ export class HnswMemoryIndex implements VectorIndex {
     checkSpec(spec);
     await this.durable.ensureIndex(spec);
     const known = this.graphs.get(spec.name);
-    if (known) return;
+    if (known || this.settings.keepGraphs === false) return;
     const head = await this.changes.open(spec.name);
     // A new, empty index: keep its graph from the start, so loading it builds the graph as it goes.
     if (head.version === 0 && (await this.durable.count(spec.name)) === 0) {
@@ -150,8 +171,11 @@ export class HnswMemoryIndex implements VectorIndex {
     });
     if (!graph) {
       // No copy here to say which ids the filter selects: every process's copy reloads.
-      return this.serialize(this.writeChains, name, async () =>
-        (await this.changes.write(name, [], () => this.durable.deleteWhere(name, filter), this.settings.lockDuringWrites, true)).result);
+      return this.serialize(this.writeChains, name, async () => {
+        const { result } = await this.changes.write(name, [], () => this.durable.deleteWhere(name, filter), this.settings.lockDuringWrites, true);
+        this.settings.notices?.notify(VECTOR_WRITE_NOTICE, name);
+        return result;
+      });
     }
     const ids = graph.matchingIds(filter);
     return this.writing(name, ids, () => this.durable.deleteWhere(name, filter), async (g) => {
@@ -182,6 +206,7 @@ export class HnswMemoryIndex implements VectorIndex {
       await this.durable.dropIndex(name);
       await this.changes.drop(name);
       await this.exclusive(name, async () => void this.graphs.delete(name));
+      this.settings.notices?.notify(VECTOR_WRITE_NOTICE, name);
     });
   }
 
@@ -191,6 +216,7 @@ export class HnswMemoryIndex implements VectorIndex {
 
   async close(): Promise<void> {
     this.closed = true;
+    this.stopListening?.();
     this.graphs.clear();
     // A background build stops at its next slice (putAll), before the durable engine closes under it.
     await Promise.all(this.builds.values());
@@ -204,6 +230,7 @@ export class HnswMemoryIndex implements VectorIndex {
   private writing<T>(name: string, ids: readonly string[], work: () => Promise<T>, apply: (graph: MemoryGraph) => Promise<void>): Promise<T> {
     return this.serialize(this.writeChains, name, async () => {
       const { result, head } = await this.changes.write(name, ids, work, this.settings.lockDuringWrites);
+      this.settings.notices?.notify(VECTOR_WRITE_NOTICE, name);
       await this.exclusive(name, async () => {
         const graph = this.graphs.get(name);
         if (!graph) return;
@@ -217,10 +244,13 @@ export class HnswMemoryIndex implements VectorIndex {
 
   /** The index's graph, brought up to date with the change log; undefined when it is searched in the durable engine. */
   private async current(name: string): Promise<MemoryGraph | undefined> {
-    if (this.settings.sharedDatabase === false) {
+    if (this.settings.keepGraphs === false) return undefined;
+    if (this.settings.sharedDatabase === false && !this.writtenElsewhere.has(name)) {
       const graph = this.graphs.get(name);
       if (graph) return graph;
     }
+    // Cleared before the read: a notice arriving after it marks the index again.
+    this.writtenElsewhere.delete(name);
     const head = await this.changes.head(name);
     if (!head) {
       // Dropped by another process since this one built its graph.

@@ -5,7 +5,7 @@
  */
 import type { Logger } from 'pino';
 import { InputError } from '../errors.js';
-import type { Database } from '../db/database.js';
+import type { Database, DatabaseNotices } from '../db/database.js';
 import { DEFAULT_MAX_VECTORS, HnswMemoryIndex, type DurableVectorIndex } from './hnsw-memory.js';
 import type { MemoryGraphOptions } from './memory-graph.js';
 import { LanceDbIndex, type LanceDbOptions } from './lancedb.js';
@@ -42,6 +42,7 @@ export interface CreateVectorIndexOptions {
    */
   memory?: {
     db: Database; lockDuringWrites: boolean; sharedDatabase?: boolean; log?: Logger; maxVectors?: number; buildInBackgroundAbove?: number;
+    notices?: DatabaseNotices; keepGraphs?: boolean;
     graph?: Partial<MemoryGraphOptions>;
   };
 }
@@ -57,6 +58,8 @@ export function createVectorIndex(options: CreateVectorIndexOptions): VectorInde
     ...(memory.maxVectors !== undefined ? { maxVectors: memory.maxVectors } : {}),
     ...(memory.buildInBackgroundAbove !== undefined ? { buildInBackgroundAbove: memory.buildInBackgroundAbove } : {}),
     ...(memory.graph ? { graph: memory.graph } : {}),
+    ...(memory.notices ? { notices: memory.notices } : {}),
+    ...(memory.keepGraphs !== undefined ? { keepGraphs: memory.keepGraphs } : {}),
   });
 }
 

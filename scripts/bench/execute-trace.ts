@@ -1,10 +1,11 @@
 /**
- * `tsx scripts/bench/execute-trace.ts [--runs N] [--docs D] [--cpu-profile FILE]`
+ * `tsx scripts/bench/execute-trace.ts [--runs N] [--docs D] [--distinct Q] [--cpu-profile FILE]`
  *
  * Where one saved `feature_search` execute through HTTP spends its time: N executes at one client over
  * D documents (default 1,000), then the database statements each execute issued (count and milliseconds per execute,
  * grouped by statement) and, with --cpu-profile, a V8 CPU profile of the timed executes only (open it in
- * Chrome DevTools). Embedded database unless BENCH_DATABASE_URL is set.
+ * Chrome DevTools). Queries are the documents' own vectors, each different unless --distinct Q repeats the first Q
+ * (as retrieval.ts does with its 200 queries: warm documents). Embedded database unless BENCH_DATABASE_URL is set.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { Session } from 'node:inspector/promises';
@@ -19,9 +20,12 @@ import { HttpLoad } from './http-load.js';
 import { clusteredVectors } from '../../test/support/embeddings.js';
 import builtins from '../../plugins/index.js';
 
-const { values: args } = parseArgs({ options: { runs: { type: 'string', default: '100' }, docs: { type: 'string', default: '1000' }, 'cpu-profile': { type: 'string' } } });
+const { values: args } = parseArgs({
+  options: { runs: { type: 'string', default: '100' }, docs: { type: 'string', default: '1000' }, distinct: { type: 'string' }, 'cpu-profile': { type: 'string' } },
+});
 const RUNS = Number(args.runs);
 const DOCS = Number(args.docs);
+const DISTINCT = args.distinct ? Math.max(1, Number(args.distinct)) : Infinity;
 const FEATURE = 'tessera://text_extractor@1.0/text_embedding';
 
 const home = await mkdtemp(path.join(os.tmpdir(), 'tessera-execute-trace-'));
@@ -84,7 +88,7 @@ try {
   // The client runs in a worker thread: the profile and the CPU time below are the service's alone.
   const load = new HttpLoad(kernel.url, { Authorization: `Bearer ${adminKey}`, 'X-Namespace': namespace });
   const cpuBefore = process.cpuUsage();
-  const run = await load.latencies(`/v1/retrievers/${created.retriever.retriever_id}/execute`, Array.from({ length: RUNS }, (_, i) => ({ inputs: { vector: vectors[i % vectors.length] } })), ['document_id']);
+  const run = await load.latencies(`/v1/retrievers/${created.retriever.retriever_id}/execute`, Array.from({ length: RUNS }, (_, i) => ({ inputs: { vector: vectors[(i % DISTINCT) % vectors.length] } })), ['document_id']);
   const cpu = process.cpuUsage(cpuBefore);
   await load.close();
   if (args['cpu-profile']) {

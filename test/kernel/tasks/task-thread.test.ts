@@ -19,8 +19,8 @@ describe.skipIf(Boolean(process.env.TEST_DATABASE_URL))('task thread (embedded d
   const api = (method: string, p: string, body?: unknown) =>
     t.request(method, p, { key: t.adminKey, headers: { 'X-Namespace': 'threads' }, ...(body !== undefined ? { body } : {}) });
 
-  async function runBatch(): Promise<Record<string, any>> {
-    const created = await api('POST', '/v1/buckets/docs/batches', { object_ids: [objectId] });
+  async function runBatch(ids = [objectId]): Promise<Record<string, any>> {
+    const created = await api('POST', '/v1/buckets/docs/batches', { object_ids: ids });
     expect(created.status).toBe(201);
     expect((await api('POST', `/v1/buckets/docs/batches/${created.body.batch_id}/submit`)).status).toBe(202);
     for (let i = 0; i < 600; i++) {
@@ -31,8 +31,8 @@ describe.skipIf(Boolean(process.env.TEST_DATABASE_URL))('task thread (embedded d
     throw new Error('the batch did not finish');
   }
 
-  const search = async () => {
-    const res = await api('POST', `/v1/retrievers/${retrieverId}/execute`, { inputs: { q: 'lighthouse lamps' } });
+  const search = async (q = 'lighthouse lamps') => {
+    const res = await api('POST', `/v1/retrievers/${retrieverId}/execute`, { inputs: { q } });
     expect(res.status).toBe(200);
     return res.body.documents as Array<Record<string, any>>;
   };
@@ -102,5 +102,20 @@ describe.skipIf(Boolean(process.env.TEST_DATABASE_URL))('task thread (embedded d
     expect(after).toHaveLength(1);
     expect(after[0]!.document_id).toBe(before[0]!.document_id);
     expect(Date.parse(after[0]!.payload.updated_at as string)).toBeGreaterThan(Date.parse(written));
+  }, 120_000);
+
+  it('finds in the API thread the vectors the task thread wrote after the API thread built its graph', async () => {
+    expect(await search()).toHaveLength(1); // the API thread's in-process graph holds the one document
+    const object = await api('POST', '/v1/buckets/docs/objects', {
+      key: 'glacier.txt',
+      blobs: [{ property: 'content', text: 'Glaciers carve valleys over thousands of years.' }],
+    });
+    expect(object.status).toBe(201);
+    expect((await runBatch([object.body.object_id])).status).toBe('COMPLETED');
+    const found = await search('glaciers carve valleys');
+    expect(found.map((d) => d.payload.fields.text as string).sort()).toEqual([
+      'Glaciers carve valleys over thousands of years.',
+      'Lighthouses guide ships along rocky coasts. Their lamps turn all night.',
+    ]);
   }, 120_000);
 });
