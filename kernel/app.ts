@@ -288,6 +288,7 @@ async function assembleCore(
         concurrency: config.taskConcurrency,
         // PGlite serves one process: whatever it finds RUNNING at start was left by a process that died.
         soleRunner: !config.databaseUrl,
+        ...(database.notices ? { notices: database.notices } : {}),
       });
   // Also reached without serve() (operator commands): stop() is idempotent and closes the NATS connection.
   lifecycle.onShutdown('task queue', () => tasks.stop());

@@ -6,6 +6,7 @@
  * database), and NatsTaskQueue (nats-task-queue.ts), which delivers them through a JetStream work queue.
  */
 import type { Knex } from 'knex';
+import type { DatabaseNotices } from '../db/database.js';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import type { Migration } from '../db/migrations.js';
@@ -108,7 +109,14 @@ export interface TaskRunnerOptions {
    * process that died are taken back at start instead of after their lease.
    */
   soleRunner?: boolean;
+  /**
+   * The threads sharing the embedded database (kernel/db/pglite-thread.ts): an enqueue in one wakes the
+   * sole runner in another (the task thread), which otherwise would find the task only at its next poll.
+   */
+  notices?: DatabaseNotices;
 }
+
+const ENQUEUED_NOTICE = 'tasks.enqueued';
 
 /**
  * The longest a sole runner sleeps with nothing to do. It is woken by every enqueue (after its transaction
@@ -137,6 +145,12 @@ export class DatabaseTaskQueue implements TaskQueue {
   ) {
     this.store = new TaskStore(db, clock);
     this.idleMs = options.pollMs;
+    options.notices?.onNotice((topic, payload) => {
+      if (topic !== ENQUEUED_NOTICE) return;
+      const delayMs = typeof payload === 'number' ? payload : 0;
+      if (delayMs > 0) this.wakeIn(delayMs);
+      else this.wake();
+    });
   }
 
   register(type: string, handler: TaskHandler): void {
@@ -147,7 +161,11 @@ export class DatabaseTaskQueue implements TaskQueue {
 
   async enqueue(type: string, payload: Record<string, unknown>, options: EnqueueOptions = {}): Promise<TaskRow> {
     const { task } = await this.store.insert(type, payload, options);
-    const due = () => (options.delayMs ? this.wakeIn(options.delayMs) : this.wake());
+    const due = () => {
+      this.options.notices?.notify(ENQUEUED_NOTICE, options.delayMs ?? 0);
+      if (options.delayMs) this.wakeIn(options.delayMs);
+      else this.wake();
+    };
     // Inside a transaction the task can be claimed only once it commits.
     const committed = (options.transaction as Partial<Knex.Transaction> | undefined)?.executionPromise;
     if (committed) committed.then(due, () => undefined);
