@@ -8,7 +8,10 @@ ENV MALLOC_ARENA_MAX=2
 COPY . .
 # `npm install`, not `npm ci`, as in .ci/run: the lockfile lists only the optional native binaries of the
 # platform it was written on.
-RUN npm install --omit=dev --no-audit --no-fund && npm cache clean --force
+# An image may run on another CPU than the one that built it: keep hnswlib-node's portable build
+# (scripts/native-build.mjs); `--build-arg TESSERA_PORTABLE_BUILD=` builds it for the build machine's CPU.
+ARG TESSERA_PORTABLE_BUILD=1
+RUN TESSERA_PORTABLE_BUILD=$TESSERA_PORTABLE_BUILD npm install --omit=dev --no-audit --no-fund && npm cache clean --force
 RUN mkdir -p /data && chown node:node /data
 USER node
 ENV TESSERA_HOME=/data HOST=0.0.0.0 PORT=8080
