@@ -373,3 +373,11 @@ export async function loadPluginModules(registry: PluginRegistry, specifiers: re
     for (const plugin of Array.isArray(exported) ? exported : [exported]) registry.add(plugin, specifier);
   }
 }
+
+/** The plugins the modules export, each with the specifier it came from, for `KernelOptions.plugins`. */
+export async function importPluginModules(specifiers: readonly string[], baseDir: string): Promise<Array<{ plugin: unknown; origin: string }>> {
+  const loaded: Array<{ plugin: unknown; origin: string }> = [];
+  const collector = { add: (plugin: unknown, origin: string) => void loaded.push({ plugin, origin }) } as unknown as PluginRegistry;
+  await loadPluginModules(collector, specifiers, baseDir);
+  return loaded;
+}

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { loadConfig, type Config } from '../config.js';
 import { openKernelCore, startKernel, startWorker } from '../app.js';
-import { loadPluginModules, PluginRegistry } from '../plugins.js';
+import { importPluginModules } from '../plugins.js';
 import { EventBus, TenantStore } from '../tokens.js';
 import { runInferenceCommand } from '../inference/index.js';
 import { createLogger, resolveLogFormat, type Logger } from '../logger.js';
@@ -19,11 +19,8 @@ import { StartupError } from '../startup-errors.js';
 const BUILTIN_PLUGINS = fileURLToPath(new URL(`../../plugins/index${path.extname(fileURLToPath(import.meta.url))}`, import.meta.url));
 
 /** Built-ins first, then TESSERA_PLUGINS, each checked against its contract. */
-async function loadPlugins(extra: readonly string[]): Promise<Array<{ plugin: unknown; origin: string }>> {
-  const loaded: Array<{ plugin: unknown; origin: string }> = [];
-  const collector = { add: (plugin: unknown, origin: string) => void loaded.push({ plugin, origin }) } as unknown as PluginRegistry;
-  await loadPluginModules(collector, [BUILTIN_PLUGINS, ...extra], process.cwd());
-  return loaded;
+function loadPlugins(extra: readonly string[]): Promise<Array<{ plugin: unknown; origin: string }>> {
+  return importPluginModules([BUILTIN_PLUGINS, ...extra], process.cwd());
 }
 
 /** The process's logger: LOG_FORMAT, or pretty on a terminal and JSON lines otherwise. */

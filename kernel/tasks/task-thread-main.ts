@@ -5,7 +5,7 @@
 import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
 import { startWorker, type Worker } from '../app.js';
 import { createLogger, resolveLogFormat } from '../logger.js';
-import { loadPluginModules, type PluginRegistry } from '../plugins.js';
+import { importPluginModules } from '../plugins.js';
 import type { TaskThreadMessage, TaskThreadSpec } from './task-thread.js';
 
 const { spec, port } = workerData as { spec: TaskThreadSpec; port: MessagePort };
@@ -15,9 +15,7 @@ const tell = (message: TaskThreadMessage) => parent.postMessage(message);
 const log = createLogger(spec.config.logLevel, undefined, resolveLogFormat(spec.config.logFormat)).child({ thread: 'tasks' });
 let worker: Worker | undefined;
 try {
-  const plugins: Array<{ plugin: unknown; origin: string }> = [];
-  const collector = { add: (plugin: unknown, origin: string) => void plugins.push({ plugin, origin }) } as unknown as PluginRegistry;
-  await loadPluginModules(collector, spec.plugins, spec.baseDir);
+  const plugins = await importPluginModules(spec.plugins, spec.baseDir);
   worker = await startWorker({
     config: { ...spec.config, inferenceAddresses: [...spec.inferenceAddresses], publicUrl: spec.publicUrl, runTasks: true },
     plugins,
