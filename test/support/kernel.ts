@@ -58,6 +58,11 @@ export interface TestKernelOptions {
   logger?: Logger;
   /** Ignore NATS_URL: the in-process bus and the embedded task runner (tests of those defaults). */
   withoutNats?: boolean;
+  /**
+   * Ignore TEST_DATABASE_URL and NATS_URL: the embedded database and the in-process bus, for tests of what
+   * only the embedded default has (the database and task threads), so they run in every suite run.
+   */
+  embedded?: boolean;
 }
 
 async function createPostgresDatabase(baseUrl: string): Promise<{ url: string; drop: () => Promise<void> }> {
@@ -102,12 +107,12 @@ export async function startTestKernel(options: TestKernelOptions = {}): Promise<
     unauthenticatedRateLimitPerMinute: 0,
     ...options.config,
   };
-  if (process.env.TEST_DATABASE_URL && options.config?.databaseUrl === undefined) {
+  if (process.env.TEST_DATABASE_URL && options.config?.databaseUrl === undefined && !options.embedded) {
     const database = await createPostgresDatabase(process.env.TEST_DATABASE_URL);
     config.databaseUrl = database.url;
     cleanups.push(database.drop);
   }
-  if (process.env.NATS_URL && options.config?.natsUrl === undefined && !options.withoutNats) {
+  if (process.env.NATS_URL && options.config?.natsUrl === undefined && !options.withoutNats && !options.embedded) {
     config.natsUrl = process.env.NATS_URL;
     config.natsPrefix = `t${randomBytes(5).toString('hex')}`;
     cleanups.push(() => NatsEventBus.deleteStream(config.natsUrl!, config.natsPrefix));

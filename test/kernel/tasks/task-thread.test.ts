@@ -10,7 +10,7 @@ import { startTestKernel, type TestKernel } from '../../support/kernel.js';
 
 const TERMINAL = ['COMPLETED', 'COMPLETED_WITH_ERRORS', 'FAILED', 'CANCELED'];
 
-describe.skipIf(Boolean(process.env.TEST_DATABASE_URL))('task thread (embedded database)', () => {
+describe('task thread (embedded database)', () => {
   let t: TestKernel;
   const events: string[] = [];
   let objectId: string;
@@ -42,7 +42,8 @@ describe.skipIf(Boolean(process.env.TEST_DATABASE_URL))('task thread (embedded d
       inferencePlugins: [path.resolve(__dirname, '../../../plugins/models/hashed-ngram-text/index.ts')],
       taskThreadPlugins: [path.resolve(__dirname, '../../../plugins/index.ts')],
       config: { inferenceWorkers: 1, batchHealthIntervalMs: 0 },
-      withoutNats: true,
+      // Also in the PostgreSQL + NATS run: the task thread exists only on the embedded database.
+      embedded: true,
     });
     t.kernel.services.get(EventBus).subscribe('batch.*', (event) => void events.push(event.type));
     expect((await t.client().POST('/v1/namespaces', { body: { namespace_name: 'threads' } })).response.status).toBe(201);
