@@ -64,3 +64,22 @@ export function createLogger(level: string, destination?: DestinationStream, for
     stream,
   );
 }
+
+/**
+ * A logger made on first use. A child logger costs its bindings' serialization up front; on hot paths
+ * (each request, each stage of an execution) most are never written to, so they are made only when they are.
+ */
+export function lazyLogger(make: () => Logger): Logger {
+  let made: Logger | undefined;
+  return new Proxy({} as Logger, {
+    get(_target, property) {
+      made ??= make();
+      const value = Reflect.get(made, property, made) as unknown;
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(made) : value;
+    },
+    has(_target, property) {
+      made ??= make();
+      return property in made;
+    },
+  });
+}

@@ -8,9 +8,29 @@ import { RequestValidationError, UnsupportedMediaTypeError, type FieldProblem } 
 
 const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
+/** An array or object being walked: its children, the next one to check, and where it sits. */
+interface Frame {
+  /** Object keys; none for an array (its keys are the indexes). */
+  keys: string[] | undefined;
+  values: unknown[];
+  next: number;
+  parent: Frame | undefined;
+  /** Its key in the parent. */
+  key: string | number | undefined;
+}
+
+/** The location of `frame`'s child `last` below `root`. */
+function locationOf(frame: Frame, root: Array<string | number>, last: string | number): Array<string | number> {
+  const keys: Array<string | number> = [last];
+  for (let at: Frame | undefined = frame; at?.parent !== undefined; at = at.parent) keys.push(at.key!);
+  return [...root, ...keys.reverse()];
+}
+
 /**
- * The first string (or object key) in `value` that the database could not store, as a 422 problem.
- * Iterative: a request body is at most MAX_JSON_DEPTH deep, but nothing here should rely on that.
+ * The first string (or object key) in `value`, in document order, that the database could not store, as a
+ * 422 problem. Iterative: a request body is at most MAX_JSON_DEPTH deep, but nothing here should rely on
+ * that. Numbers and other scalars (most of a query vector's body) cost one type check each, and a location
+ * is spelled out only for a problem.
  */
 export function unstorableText(value: unknown, loc: Array<string | number>): FieldProblem | undefined {
   const problem = (at: Array<string | number>): FieldProblem => ({
@@ -18,17 +38,35 @@ export function unstorableText(value: unknown, loc: Array<string | number>): Fie
     msg: 'must not contain NUL characters or unpaired surrogates',
     type: 'string_unstorable',
   });
-  const pending: Array<{ value: unknown; loc: Array<string | number> }> = [{ value, loc }];
-  while (pending.length > 0) {
-    const item = pending.pop()!;
-    if (typeof item.value === 'string') {
-      if (UNSTORABLE.test(item.value)) return problem(item.loc);
-    } else if (Array.isArray(item.value)) {
-      for (let i = item.value.length - 1; i >= 0; i--) pending.push({ value: item.value[i], loc: [...item.loc, i] });
-    } else if (item.value !== null && typeof item.value === 'object') {
-      const entries = Object.entries(item.value);
-      for (const [key] of entries) if (UNSTORABLE.test(key)) return problem([...item.loc, key]);
-      for (let i = entries.length - 1; i >= 0; i--) pending.push({ value: entries[i]![1], loc: [...item.loc, entries[i]![0]] });
+  if (typeof value === 'string') return UNSTORABLE.test(value) ? problem(loc) : undefined;
+  if (value === null || typeof value !== 'object') return undefined;
+  const open = (container: object, parent: Frame | undefined, key: string | number | undefined): Frame | FieldProblem => {
+    if (Array.isArray(container)) return { keys: undefined, values: container, next: 0, parent, key };
+    const frame: Frame = { keys: [], values: [], next: 0, parent, key };
+    for (const [name, child] of Object.entries(container)) {
+      if (UNSTORABLE.test(name)) return problem(parent === undefined ? [...loc, name] : locationOf(parent, loc, key!).concat(name));
+      frame.keys!.push(name);
+      frame.values.push(child);
+    }
+    return frame;
+  };
+  const root = open(value, undefined, undefined);
+  if (!('next' in root)) return root;
+  const stack: Frame[] = [root];
+  while (stack.length > 0) {
+    const frame = stack[stack.length - 1]!;
+    if (frame.next >= frame.values.length) {
+      stack.pop();
+      continue;
+    }
+    const at = frame.next++;
+    const child = frame.values[at];
+    if (typeof child === 'string') {
+      if (UNSTORABLE.test(child)) return problem(locationOf(frame, loc, frame.keys?.[at] ?? at));
+    } else if (child !== null && typeof child === 'object') {
+      const opened = open(child, frame, frame.keys?.[at] ?? at);
+      if (!('next' in opened)) return opened;
+      stack.push(opened);
     }
   }
   return undefined;

@@ -20,6 +20,7 @@ import { checkInputs, type InputSchema } from './inputs.js';
 import { paginate, type KeysetPosition, type PageContinuation, type PaginationRequest, type PaginationResult } from './pagination.js';
 import { optimizePipeline, unoptimizedPlan, type OptimizationSummary, type OptimizedPlan, type PreparedStage } from './optimizer.js';
 import { fillStageParameters, StageChecker, type StageSpec } from './pipeline.js';
+import { lazyLogger } from '../logger.js';
 
 export interface BudgetLimits {
   max_credits?: number;
@@ -256,7 +257,7 @@ export class RetrievalEngine {
       });
       const s0 = performance.now();
       try {
-        const stageCtx: StageContext = { ...ctx, stageIndex: index, log: request.log.child({ stage: spec.stage_name }), ...(request.signal ? { signal: request.signal } : {}) };
+        const stageCtx: StageContext = { ...ctx, stageIndex: index, log: lazyLogger(() => request.log.child({ stage: spec.stage_name })), ...(request.signal ? { signal: request.signal } : {}) };
         const out = await stage.run(stageCtx, docs, parameters as never);
         stats[spec.stage_name] = { ...base, status: 'completed', output_count: out.length };
         docs = out;

@@ -1,10 +1,10 @@
 /**
- * `tsx scripts/bench/execute-trace.ts [--runs N] [--docs D] [--distinct Q] [--cpu-profile FILE]`
+ * `tsx scripts/bench/execute-trace.ts [--runs N] [--docs D] [--distinct Q] [--cpu-profile FILE] [--clients C --seconds S]`
  *
  * Where one saved `feature_search` execute through HTTP spends its time: N executes at one client over
  * D documents (default 1,000), then the database statements each execute issued (count and milliseconds per execute,
  * grouped by statement) and, with --cpu-profile, a V8 CPU profile of the timed executes only (open it in
- * Chrome DevTools). Queries are the documents' own vectors, each different unless --distinct Q repeats the first Q
+ * Chrome DevTools); with --clients, then executes/s with C requests in flight for S seconds. Queries are the documents' own vectors, each different unless --distinct Q repeats the first Q
  * (as retrieval.ts does with its 200 queries: warm documents). Embedded database unless BENCH_DATABASE_URL is set.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -21,7 +21,10 @@ import { clusteredVectors } from '../../test/support/embeddings.js';
 import builtins from '../../plugins/index.js';
 
 const { values: args } = parseArgs({
-  options: { runs: { type: 'string', default: '100' }, docs: { type: 'string', default: '1000' }, distinct: { type: 'string' }, 'cpu-profile': { type: 'string' } },
+  options: {
+    runs: { type: 'string', default: '100' }, docs: { type: 'string', default: '1000' }, distinct: { type: 'string' }, 'cpu-profile': { type: 'string' },
+    clients: { type: 'string' }, seconds: { type: 'string', default: '5' },
+  },
 });
 const RUNS = Number(args.runs);
 const DOCS = Number(args.docs);
@@ -90,18 +93,30 @@ try {
   const cpuBefore = process.cpuUsage();
   const run = await load.latencies(`/v1/retrievers/${created.retriever.retriever_id}/execute`, Array.from({ length: RUNS }, (_, i) => ({ inputs: { vector: vectors[(i % DISTINCT) % vectors.length] } })), ['document_id']);
   const cpu = process.cpuUsage(cpuBefore);
+  const printStatements = (executes: number) => {
+    console.log('statements per execute (count, ms):');
+    for (const [sql, { count, ms }] of [...statements].sort((a, b) => b[1].ms - a[1].ms)) {
+      console.log(`  ${(count / executes).toFixed(2).padStart(6)} ${(ms / executes).toFixed(2).padStart(7)}  ${sql}`);
+    }
+    statements.clear();
+  };
+  console.log(`${RUNS} executes at 1 client: p50 ${run.p50.toFixed(2)} ms, p95 ${run.p95.toFixed(2)} ms`);
+  console.log(`process CPU per execute (service and client threads): ${((cpu.user + cpu.system) / 1000 / RUNS).toFixed(2)} ms`);
+  printStatements(RUNS);
+  if (args.clients) {
+    const bodies = Array.from({ length: Math.min(DISTINCT, vectors.length) }, (_, i) => ({ inputs: { vector: vectors[i] } }));
+    const throughputCpu = process.cpuUsage();
+    const qps = await load.throughput(`/v1/retrievers/${created.retriever.retriever_id}/execute`, bodies, Number(args.clients), Number(args.seconds));
+    const used = process.cpuUsage(throughputCpu);
+    console.log(`${args.clients} clients for ${args.seconds} s: ${qps.toFixed(0)} executes/s, process CPU per execute ${((used.user + used.system) / 1000 / (qps * Number(args.seconds))).toFixed(2)} ms`);
+    printStatements(qps * Number(args.seconds));
+  }
   await load.close();
   if (args['cpu-profile']) {
     const { profile } = await session.post('Profiler.stop');
     await writeFile(args['cpu-profile'], JSON.stringify(profile));
   }
   session.disconnect();
-  console.log(`${RUNS} executes at 1 client: p50 ${run.p50.toFixed(2)} ms, p95 ${run.p95.toFixed(2)} ms`);
-  console.log(`process CPU per execute (service and client threads): ${((cpu.user + cpu.system) / 1000 / RUNS).toFixed(2)} ms`);
-  console.log('statements per execute (count, ms):');
-  for (const [sql, { count, ms }] of [...statements].sort((a, b) => b[1].ms - a[1].ms)) {
-    console.log(`  ${(count / RUNS).toFixed(2).padStart(6)} ${(ms / RUNS).toFixed(2).padStart(7)}  ${sql}`);
-  }
 } finally {
   await kernel.stop();
   await rm(home, { recursive: true, force: true });

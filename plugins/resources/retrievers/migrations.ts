@@ -128,4 +128,12 @@ export const retrieverMigrations: Migration[] = [
       await db.raw('alter table retriever_executions alter column inputs set storage main');
     },
   },
+  {
+    // A row with a query vector (~2-4 KB) passes the default 2 KB toast threshold, and each insert then tried
+    // to compress the packed vector (random bytes: it never shrinks). Rows up to a page stay as they are.
+    name: '0007_execution_rows_inline',
+    async up(db) {
+      await db.raw('alter table retriever_executions set (toast_tuple_target = 8160)');
+    },
+  },
 ];

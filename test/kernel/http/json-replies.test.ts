@@ -1,0 +1,41 @@
+/**
+ * Replies as a deployment sends them: without the response validation the other tests run with (which
+ * wraps res.json), JSON bodies go out through the server's own single-write path (kernel/http/server.ts).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestKernel, type TestKernel } from '../../support/kernel.js';
+
+describe('JSON replies without response validation', () => {
+  let t: TestKernel;
+  beforeAll(async () => {
+    t = await startTestKernel({ config: { validateResponses: false } });
+  });
+  afterAll(async () => {
+    await t.stop();
+  });
+
+  it('sends the body with its type and its length in bytes, non-ASCII text included', async () => {
+    const description = 'café ✓ 検索 🔎';
+    const res = await fetch(`${t.url}/v1/namespaces`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${t.adminKey}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ namespace_name: 'replies', description }),
+    });
+    const bytes = Buffer.from(await res.arrayBuffer());
+    expect(res.status).toBe(201);
+    expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8');
+    expect(Number(res.headers.get('content-length'))).toBe(bytes.length);
+    const body = JSON.parse(bytes.toString('utf8')) as { namespace_name: string; description: string };
+    expect(body).toMatchObject({ namespace_name: 'replies', description });
+  });
+
+  it('answers reads the same way, and errors as ErrorResponse', async () => {
+    const me = await fetch(`${t.url}/v1/me`, { headers: { Authorization: `Bearer ${t.adminKey}` } });
+    expect(me.status).toBe(200);
+    expect(me.headers.get('x-request-id')).toMatch(/^req_/);
+    expect(((await me.json()) as { key: { name: string } }).key.name).toBe('admin-key');
+    const missing = await fetch(`${t.url}/v1/namespaces/ns_missing`, { headers: { Authorization: `Bearer ${t.adminKey}` } });
+    expect(missing.status).toBe(404);
+    expect(await missing.json()).toMatchObject({ success: false, status: 404 });
+  });
+});
