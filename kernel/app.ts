@@ -228,7 +228,7 @@ async function assembleCore(
             sharedDatabase: database.kind === 'postgres',
             ...(database.notices ? { notices: database.notices } : {}),
             // The task thread never searches: its writes feed the API thread's graphs through the change log.
-            ...(databasePort ? { keepGraphs: false } : {}),
+            ...(databasePort ? { keepGraphs: false } : { graphThread: config.vectorGraphThread }),
             log: log.child({ component: 'vectors' }),
             maxVectors: config.vectorMemoryMaxVectors,
           },

@@ -79,6 +79,11 @@ export interface Config {
    * every search runs in the engine itself.
    */
   vectorMemoryIndex: boolean;
+  /**
+   * `TESSERA_GRAPH_THREAD` (default on): the in-process index's graphs live in a thread of their own
+   * (kernel/vectors/graph-thread.ts), so graph walks and inserts run beside the HTTP thread.
+   */
+  vectorGraphThread: boolean;
   /** `VECTOR_MEMORY_MAX_VECTORS`: vectors one process holds in memory at most (larger indexes are searched in the engine). */
   vectorMemoryMaxVectors: number;
   /** Remote `tessera inference` workers; absent means workers this process spawns itself. */
@@ -249,6 +254,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     vectorEngine: engine,
     milvus: milvus(env, engine),
     vectorMemoryIndex: bool(env.VECTOR_MEMORY_INDEX, true),
+    vectorGraphThread: bool(env.TESSERA_GRAPH_THREAD, true),
     vectorMemoryMaxVectors: int(env.VECTOR_MEMORY_MAX_VECTORS, 2_000_000, 'VECTOR_MEMORY_MAX_VECTORS'),
     inferenceAddresses: (env.INFERENCE_ADDRESSES ?? '')
       .split(',')

@@ -22,6 +22,8 @@ import { NotFoundError } from '../errors.js';
 import { ChangeLog, type ChangeLogHead } from '../db/change-log.js';
 import type { DatabaseNotices } from '../db/database.js';
 import type { ParsedFilter } from '../filters/filter.js';
+import { LocalGraph, type GraphHandle } from './graph-handle.js';
+import { GraphThread } from './graph-thread.js';
 import { DEFAULT_GRAPH_OPTIONS, MemoryGraph, type GraphPlan, type MemoryGraphOptions } from './memory-graph.js';
 import {
   checkIndexName, checkLimit, checkSpec, checkVector, dedupeById,
@@ -59,6 +61,11 @@ export interface HnswMemoryOptions {
    * still reach the durable engine and the change log, for the graphs other threads or processes keep.
    */
   keepGraphs?: boolean;
+  /**
+   * Hold the graphs in a thread of their own (graph-thread.ts; default false): searches and inserts then run
+   * beside the caller's event loop instead of on it.
+   */
+  graphThread?: boolean;
   log?: Pick<Logger, 'info' | 'warn'>;
   graph?: Partial<MemoryGraphOptions>;
   /** Vectors held in memory at most, over all indexes (default 2,000,000). */
@@ -76,19 +83,15 @@ const VECTOR_WRITE_NOTICE = 'vectors.written';
 /** Vectors held in memory at most, over all indexes, unless configured. */
 export const DEFAULT_MAX_VECTORS = 2_000_000;
 
-/**
- * Longest stretch of graph inserts between yields to the event loop while a graph is being built or
- * extended: an insert of a 384-d vector takes ~0.2 ms here, so a fixed count (256 were ~50 ms) held API
- * requests behind a batch's writes.
- */
-const YIELD_AFTER_MS = 4;
 /** More changed ids than this (or a quarter of the index) since a copy's version: reload instead of replaying. */
 const MAX_REPLAY = 5_000;
 
 export class HnswMemoryIndex implements VectorIndex {
   readonly engine: `memory+${VectorEngine}`;
   private readonly changes: ChangeLog;
-  private readonly graphs = new Map<string, MemoryGraph>();
+  private readonly graphs = new Map<string, GraphHandle>();
+  /** The thread holding the graphs, when they are held in one. */
+  readonly graphThread: GraphThread | undefined;
   /** Per index: writes run one at a time; graph changes (local writes, catch-ups, loads) one at a time. */
   private readonly writeChains = new Map<string, Promise<unknown>>();
   private readonly graphChains = new Map<string, Promise<unknown>>();
@@ -112,6 +115,7 @@ export class HnswMemoryIndex implements VectorIndex {
     this.options = { ...DEFAULT_GRAPH_OPTIONS, ...settings.graph };
     this.maxVectors = settings.maxVectors ?? DEFAULT_MAX_VECTORS;
     this.buildInBackgroundAbove = settings.buildInBackgroundAbove ?? 20_000;
+    this.graphThread = settings.graphThread && settings.keepGraphs !== false ? new GraphThread(settings.log) : undefined;
     this.stopListening = settings.notices?.onNotice((topic, payload) => {
       if (topic === VECTOR_WRITE_NOTICE) this.writtenElsewhere.add(payload as string);
     });
@@ -142,7 +146,7 @@ export class HnswMemoryIndex implements VectorIndex {
     // A new, empty index: keep its graph from the start, so loading it builds the graph as it goes.
     if (head.version === 0 && (await this.durable.count(spec.name)) === 0) {
       await this.exclusive(spec.name, async () => {
-        if (!this.graphs.has(spec.name)) this.remember(new MemoryGraph(spec, 0, head.generation, this.options));
+        if (!this.graphs.has(spec.name)) this.remember(await this.newGraph(spec, 0, head.generation, 1_024));
       });
     }
   }
@@ -151,16 +155,14 @@ export class HnswMemoryIndex implements VectorIndex {
     checkIndexName(name);
     const unique = dedupeById(records);
     if (unique.length === 0) return this.durable.upsert(name, unique);
-    return this.writing(name, unique.map((r) => r.id), () => this.durable.upsert(name, unique), (graph) => this.putAll(graph, unique));
+    return this.writing(name, unique.map((r) => r.id), () => this.durable.upsert(name, unique), (graph) => graph.putAll(unique));
   }
 
   async delete(name: string, ids: string[]): Promise<number> {
     checkIndexName(name);
     const unique = [...new Set(ids)];
     if (unique.length === 0) return this.durable.delete(name, unique);
-    return this.writing(name, unique, () => this.durable.delete(name, unique), async (graph) => {
-      for (const id of unique) graph.remove(id);
-    });
+    return this.writing(name, unique, () => this.durable.delete(name, unique), (graph) => graph.removeAll(unique));
   }
 
   async deleteWhere(name: string, filter: ParsedFilter): Promise<number> {
@@ -177,10 +179,8 @@ export class HnswMemoryIndex implements VectorIndex {
         return result;
       });
     }
-    const ids = graph.matchingIds(filter);
-    return this.writing(name, ids, () => this.durable.deleteWhere(name, filter), async (g) => {
-      for (const id of ids) g.remove(id);
-    });
+    const ids = await graph.matchingIds(filter);
+    return this.writing(name, ids, () => this.durable.deleteWhere(name, filter), (g) => g.removeAll(ids));
   }
 
   async search(name: string, query: VectorQuery): Promise<VectorHit[]> {
@@ -189,7 +189,14 @@ export class HnswMemoryIndex implements VectorIndex {
     const graph = await this.current(name);
     if (!graph) return this.durable.search(name, query);
     const vector = checkVector(query.vector, graph.spec.dims);
-    return graph.search(vector, limit, query.filter);
+    try {
+      return await graph.search(vector, limit, query.filter);
+    } catch (err) {
+      // The graph went away under the search (evicted, or its thread ended): the durable engine answers.
+      if (graph.usable) throw err;
+      this.forget(name, graph);
+      return this.durable.search(name, query);
+    }
   }
 
   get(name: string, ids: string[]): Promise<VectorRecord[]> {
@@ -205,7 +212,7 @@ export class HnswMemoryIndex implements VectorIndex {
     await this.serialize(this.writeChains, name, async () => {
       await this.durable.dropIndex(name);
       await this.changes.drop(name);
-      await this.exclusive(name, async () => void this.graphs.delete(name));
+      await this.exclusive(name, async () => void this.forget(name));
       this.settings.notices?.notify(VECTOR_WRITE_NOTICE, name);
     });
   }
@@ -220,6 +227,7 @@ export class HnswMemoryIndex implements VectorIndex {
     this.graphs.clear();
     // A background build stops at its next slice (putAll), before the durable engine closes under it.
     await Promise.all(this.builds.values());
+    await this.graphThread?.close();
     await this.durable.close();
   }
 
@@ -227,7 +235,7 @@ export class HnswMemoryIndex implements VectorIndex {
    * One write: the durable engine and the change log (see ChangeLog.write), then this process's graph,
    * when the graph was current just before it (otherwise the next search replays the write).
    */
-  private writing<T>(name: string, ids: readonly string[], work: () => Promise<T>, apply: (graph: MemoryGraph) => Promise<void>): Promise<T> {
+  private writing<T>(name: string, ids: readonly string[], work: () => Promise<T>, apply: (graph: GraphHandle) => Promise<void>): Promise<T> {
     return this.serialize(this.writeChains, name, async () => {
       const { result, head } = await this.changes.write(name, ids, work, this.settings.lockDuringWrites);
       this.settings.notices?.notify(VECTOR_WRITE_NOTICE, name);
@@ -235,7 +243,14 @@ export class HnswMemoryIndex implements VectorIndex {
         const graph = this.graphs.get(name);
         if (!graph) return;
         if (graph.generation !== head.generation || graph.version !== head.version - 1) return;
-        await apply(graph);
+        try {
+          await apply(graph);
+        } catch (err) {
+          // The write is stored; a graph lost meanwhile is rebuilt from the store on the next search.
+          if (graph.usable) throw err;
+          this.forget(name, graph);
+          return;
+        }
         graph.version = head.version;
       });
       return result;
@@ -243,8 +258,10 @@ export class HnswMemoryIndex implements VectorIndex {
   }
 
   /** The index's graph, brought up to date with the change log; undefined when it is searched in the durable engine. */
-  private async current(name: string): Promise<MemoryGraph | undefined> {
+  private async current(name: string): Promise<GraphHandle | undefined> {
     if (this.settings.keepGraphs === false) return undefined;
+    const held = this.graphs.get(name);
+    if (held && !held.usable) this.forget(name, held);
     if (this.settings.sharedDatabase === false && !this.writtenElsewhere.has(name)) {
       const graph = this.graphs.get(name);
       if (graph) return graph;
@@ -254,7 +271,7 @@ export class HnswMemoryIndex implements VectorIndex {
     const head = await this.changes.head(name);
     if (!head) {
       // Dropped by another process since this one built its graph.
-      if (this.graphs.delete(name)) throw new NotFoundError(`vector index '${name}' not found`, { name });
+      if (this.forget(name)) throw new NotFoundError(`vector index '${name}' not found`, { name });
       // Never written through this layer: the durable engine answers (NotFound when there is no such index).
       return undefined;
     }
@@ -266,12 +283,12 @@ export class HnswMemoryIndex implements VectorIndex {
     return this.exclusive(name, () => this.catchUp(name, head));
   }
 
-  private async catchUp(name: string, head: ChangeLogHead): Promise<MemoryGraph | undefined> {
+  private async catchUp(name: string, head: ChangeLogHead): Promise<GraphHandle | undefined> {
     let graph = this.graphs.get(name);
-    if (graph && graph.generation === head.generation && graph.version >= head.version) return graph;
-    if (graph && (graph.generation !== head.generation || graph.wasteful || !(await this.replay(name, graph)))) {
+    if (graph && graph.usable && graph.generation === head.generation && graph.version >= head.version) return graph;
+    if (graph && (!graph.usable || graph.generation !== head.generation || graph.wasteful || !(await this.replay(name, graph)))) {
       graph = undefined;
-      this.graphs.delete(name);
+      this.forget(name);
     }
     if (!graph) {
       if (this.builds.has(name)) return undefined;
@@ -298,8 +315,8 @@ export class HnswMemoryIndex implements VectorIndex {
       if (!graph || this.closed) return;
       await this.exclusive(name, async () => {
         const head = await this.changes.head(name);
-        if (!head || head.generation !== graph.generation || this.graphs.has(name)) return;
-        if (graph.version < head.version && !(await this.replay(name, graph))) return;
+        if (!head || head.generation !== graph.generation || this.graphs.has(name) || !graph.usable) return graph.release();
+        if (graph.version < head.version && !(await this.replay(name, graph))) return graph.release();
         this.remember(graph);
       });
     })()
@@ -311,16 +328,16 @@ export class HnswMemoryIndex implements VectorIndex {
   }
 
   /** Re-reads the ids changed since the graph's version from the durable engine; false when reloading is cheaper. */
-  private async replay(name: string, graph: MemoryGraph): Promise<boolean> {
+  private async replay(name: string, graph: GraphHandle): Promise<boolean> {
     const changed = await this.changes.since(name, graph.version, graph.generation);
     if (!changed) return false;
     if (changed.ids.length > Math.max(MAX_REPLAY, graph.size / 4)) return false;
     for (let i = 0; i < changed.ids.length; i += 1_000) {
       const ids = changed.ids.slice(i, i + 1_000);
       const found = await this.durable.get(name, ids);
-      await this.putAll(graph, found);
+      await graph.putAll(found);
       const present = new Set(found.map((r) => r.id));
-      for (const id of ids) if (!present.has(id)) graph.remove(id);
+      await graph.removeAll(ids.filter((id) => !present.has(id)));
     }
     graph.version = changed.head.version;
     return true;
@@ -330,7 +347,7 @@ export class HnswMemoryIndex implements VectorIndex {
    * A fresh graph from the durable engine (undefined when the index is larger than the memory budget);
    * `total` is the index's vector count when the caller has just read it.
    */
-  private async load(name: string, total?: number): Promise<MemoryGraph | undefined> {
+  private async load(name: string, total?: number): Promise<GraphHandle | undefined> {
     const started = performance.now();
     const head = await this.changes.head(name);
     if (!head) return undefined;
@@ -340,8 +357,13 @@ export class HnswMemoryIndex implements VectorIndex {
       this.settings.log?.warn({ index: name, vectors: total, maxVectors: this.maxVectors }, 'vector index larger than the in-memory budget: searched in the durable engine');
       return undefined;
     }
-    const graph = new MemoryGraph(spec, head.version, head.generation, this.options, Math.ceil(total * 1.1) + 16);
-    for await (const page of this.durable.scan(name)) await this.putAll(graph, page);
+    const graph = await this.newGraph(spec, head.version, head.generation, Math.ceil(total * 1.1) + 16);
+    try {
+      for await (const page of this.durable.scan(name)) await graph.putAll(page);
+    } catch (err) {
+      graph.release();
+      throw err;
+    }
     this.settings.log?.info(
       { index: name, vectors: graph.size, ms: Math.round(performance.now() - started), bytes: graph.capacityBytes },
       'built in-process vector index from the durable store',
@@ -349,32 +371,43 @@ export class HnswMemoryIndex implements VectorIndex {
     return graph;
   }
 
-  private async putAll(graph: MemoryGraph, records: readonly VectorRecord[]): Promise<void> {
+  /** An empty graph, in the graph thread when there is one. */
+  private async newGraph(spec: IndexSpec, version: number, generation: string, capacity: number): Promise<GraphHandle> {
     if (this.closed) throw new Error('the vector index is closed');
-    let sliceStart = performance.now();
-    for (let i = 0; i < records.length; i++) {
-      graph.put(records[i]!);
-      // Building a graph is CPU work: let requests through between slices.
-      if (performance.now() - sliceStart >= YIELD_AFTER_MS) {
-        await new Promise<void>((resolve) => setImmediate(resolve));
-        sliceStart = performance.now();
+    if (this.graphThread) {
+      try {
+        return await this.graphThread.create(spec, version, generation, this.options, capacity);
+      } catch (err) {
+        if (this.closed) throw err;
+        // Searches must not fail for want of a thread: this graph stays in the calling thread.
+        this.settings.log?.warn({ err, index: spec.name }, 'the vector graph thread could not take a graph; it is kept in this thread');
       }
     }
+    return new LocalGraph(new MemoryGraph(spec, version, generation, this.options, capacity), () => this.closed);
   }
 
-  private remember(graph: MemoryGraph): void {
+  /** Stops using the index's graph (only `graph`, when given) and frees it; true when there was one. */
+  private forget(name: string, graph?: GraphHandle): boolean {
+    const held = this.graphs.get(name);
+    if (!held || (graph && held !== graph)) return false;
+    this.graphs.delete(name);
+    held.release();
+    return true;
+  }
+
+  private remember(graph: GraphHandle): void {
     this.touch(graph.spec.name, graph);
     let held = 0;
     for (const g of this.graphs.values()) held += g.size;
     // Least recently searched first; the graph just used stays.
     for (const [name, g] of this.graphs) {
       if (held <= this.maxVectors || g === graph) break;
-      this.graphs.delete(name);
+      this.forget(name);
       held -= g.size;
     }
   }
 
-  private touch(name: string, graph: MemoryGraph): void {
+  private touch(name: string, graph: GraphHandle): void {
     if (this.graphs.get(name) === graph && [...this.graphs.keys()].at(-1) === name) return;
     this.graphs.delete(name);
     this.graphs.set(name, graph);

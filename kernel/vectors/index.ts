@@ -42,7 +42,7 @@ export interface CreateVectorIndexOptions {
    */
   memory?: {
     db: Database; lockDuringWrites: boolean; sharedDatabase?: boolean; log?: Logger; maxVectors?: number; buildInBackgroundAbove?: number;
-    notices?: DatabaseNotices; keepGraphs?: boolean;
+    notices?: DatabaseNotices; keepGraphs?: boolean; graphThread?: boolean;
     graph?: Partial<MemoryGraphOptions>;
   };
 }
@@ -60,6 +60,7 @@ export function createVectorIndex(options: CreateVectorIndexOptions): VectorInde
     ...(memory.graph ? { graph: memory.graph } : {}),
     ...(memory.notices ? { notices: memory.notices } : {}),
     ...(memory.keepGraphs !== undefined ? { keepGraphs: memory.keepGraphs } : {}),
+    ...(memory.graphThread !== undefined ? { graphThread: memory.graphThread } : {}),
   });
 }
 

@@ -153,7 +153,7 @@ export class MemoryGraph {
     return Array.from(labels, (label) => this.ids[label]!);
   }
 
-  search(query: readonly number[], limit: number, filter?: ParsedFilter): VectorHit[] {
+  search(query: ArrayLike<number>, limit: number, filter?: ParsedFilter): VectorHit[] {
     const live = this.labels.size - this.dead;
     if (live === 0) {
       this.lastPlan = 'empty';

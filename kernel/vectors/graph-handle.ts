@@ -1,0 +1,123 @@
+/**
+ * A graph as the in-process index (hnsw-memory.ts) uses it, wherever the graph lives: in the calling thread
+ * (LocalGraph, below) or in the graph thread (graph-thread.ts), where searches and inserts run beside the
+ * HTTP thread instead of on it.
+ */
+import type { ParsedFilter } from '../filters/filter.js';
+import type { GraphPlan, MemoryGraph } from './memory-graph.js';
+import type { IndexSpec, VectorHit, VectorRecord } from './vector-index.js';
+
+/** The sizes a graph reports after each change. */
+export interface GraphStats {
+  /** Slots in use, deleted ones included. */
+  size: number;
+  dead: number;
+  wasteful: boolean;
+  bytesPerSlot: number;
+  capacityBytes: number;
+}
+
+export interface GraphHandle extends Readonly<GraphStats> {
+  readonly spec: IndexSpec;
+  /** The change-log version and generation this copy reflects. */
+  version: number;
+  generation: string;
+  /** The plan of the last search. */
+  readonly lastPlan: GraphPlan;
+  /** False once the graph is gone (released, or its thread ended): the index builds another. */
+  readonly usable: boolean;
+  putAll(records: readonly VectorRecord[]): Promise<void>;
+  removeAll(ids: readonly string[]): Promise<void>;
+  search(query: ArrayLike<number>, limit: number, filter?: ParsedFilter): Promise<VectorHit[]>;
+  matchingIds(filter: ParsedFilter): Promise<string[]>;
+  /** Frees the graph's memory; it is not used after. Idempotent. */
+  release(): void;
+}
+
+/**
+ * Longest stretch of graph inserts between yields to the event loop: an insert of a 384-d vector takes
+ * ~0.2 ms, so a fixed count (256 were ~50 ms) held requests (or, in the graph thread, searches) behind a
+ * batch's writes.
+ */
+export const YIELD_AFTER_MS = 4;
+
+/** Puts records into a graph in slices of at most YIELD_AFTER_MS, yielding between them; `stopped` ends it early. */
+export async function putInSlices(graph: MemoryGraph, records: readonly VectorRecord[], stopped: () => boolean): Promise<void> {
+  let sliceStart = performance.now();
+  for (let i = 0; i < records.length; i++) {
+    if (stopped()) throw new Error('the vector index is closed');
+    graph.put(records[i]!);
+    if (performance.now() - sliceStart >= YIELD_AFTER_MS) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      sliceStart = performance.now();
+    }
+  }
+}
+
+/** A graph in the calling thread. */
+export class LocalGraph implements GraphHandle {
+  private released = false;
+
+  constructor(
+    private readonly graph: MemoryGraph,
+    /** True once the index closed: a build stops at its next record. */
+    private readonly closed: () => boolean,
+  ) {}
+
+  get spec(): IndexSpec {
+    return this.graph.spec;
+  }
+  get version(): number {
+    return this.graph.version;
+  }
+  set version(version: number) {
+    this.graph.version = version;
+  }
+  get generation(): string {
+    return this.graph.generation;
+  }
+  set generation(generation: string) {
+    this.graph.generation = generation;
+  }
+  get size(): number {
+    return this.graph.size;
+  }
+  get dead(): number {
+    return this.graph.dead;
+  }
+  get wasteful(): boolean {
+    return this.graph.wasteful;
+  }
+  get bytesPerSlot(): number {
+    return this.graph.bytesPerSlot;
+  }
+  get capacityBytes(): number {
+    return this.graph.capacityBytes;
+  }
+  get lastPlan(): GraphPlan {
+    return this.graph.lastPlan;
+  }
+  get usable(): boolean {
+    return !this.released;
+  }
+
+  putAll(records: readonly VectorRecord[]): Promise<void> {
+    return putInSlices(this.graph, records, this.closed);
+  }
+
+  async removeAll(ids: readonly string[]): Promise<void> {
+    for (const id of ids) this.graph.remove(id);
+  }
+
+  async search(query: ArrayLike<number>, limit: number, filter?: ParsedFilter): Promise<VectorHit[]> {
+    return this.graph.search(query, limit, filter);
+  }
+
+  async matchingIds(filter: ParsedFilter): Promise<string[]> {
+    return this.graph.matchingIds(filter);
+  }
+
+  release(): void {
+    this.released = true;
+  }
+}
