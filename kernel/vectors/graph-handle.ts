@@ -28,7 +28,8 @@ export interface GraphHandle extends Readonly<GraphStats> {
   readonly usable: boolean;
   putAll(records: readonly VectorRecord[]): Promise<void>;
   removeAll(ids: readonly string[]): Promise<void>;
-  search(query: ArrayLike<number>, limit: number, filter?: ParsedFilter): Promise<VectorHit[]>;
+  /** `payloads` false: hits may come with empty payloads (VectorQuery.payloads). */
+  search(query: ArrayLike<number>, limit: number, filter?: ParsedFilter, payloads?: boolean): Promise<VectorHit[]>;
   matchingIds(filter: ParsedFilter): Promise<string[]>;
   /** Frees the graph's memory; it is not used after. Idempotent. */
   release(): void;

@@ -13,7 +13,7 @@ export type GraphRequest =
   | { id: number; op: 'create'; graph: number; spec: IndexSpec; options: MemoryGraphOptions; capacity: number }
   | { id: number; op: 'put'; graph: number; ids: string[]; payloads: Array<Record<string, unknown>>; vectors: Float32Array }
   | { id: number; op: 'remove'; graph: number; ids: string[] }
-  | { id: number; op: 'search'; graph: number; query: Float32Array; limit: number; filter?: ParsedFilter }
+  | { id: number; op: 'search'; graph: number; query: Float32Array; limit: number; filter?: ParsedFilter; payloads: boolean }
   | { id: number; op: 'match'; graph: number; filter: ParsedFilter }
   | { id: number; op: 'release'; graph: number };
 
@@ -56,7 +56,7 @@ async function run(request: GraphRequest): Promise<unknown> {
     case 'search': {
       const graph = graphOf(request.graph);
       const hits = graph.search(request.query, request.limit, request.filter);
-      return { hits, plan: graph.lastPlan };
+      return { hits: request.payloads ? hits : hits.map((hit) => ({ id: hit.id, score: hit.score, payload: {} })), plan: graph.lastPlan };
     }
     case 'match':
       return graphOf(request.graph).matchingIds(request.filter);

@@ -173,8 +173,8 @@ class RemoteGraph implements GraphHandle {
     this.stats = (await this.thread.call(this.running, { op: 'remove', graph: this.graph, ids: [...ids] })) as GraphStats;
   }
 
-  async search(query: ArrayLike<number>, limit: number, filter?: ParsedFilter): Promise<VectorHit[]> {
-    const request: Request = { op: 'search', graph: this.graph, query: Float32Array.from(query), limit, ...(filter ? { filter } : {}) };
+  async search(query: ArrayLike<number>, limit: number, filter?: ParsedFilter, payloads = true): Promise<VectorHit[]> {
+    const request: Request = { op: 'search', graph: this.graph, query: Float32Array.from(query), limit, payloads, ...(filter ? { filter } : {}) };
     const { hits, plan } = (await this.thread.call(this.running, request)) as { hits: VectorHit[]; plan: GraphPlan };
     this.lastPlan = plan;
     return hits;

@@ -1,6 +1,7 @@
 /**
- * The in-process vector index: an HNSW graph per index held in the API process (memory-graph.ts), in
- * front of a durable engine (pgvector tables in the database, or LanceDB when the database has no
+ * The in-process vector index: an HNSW graph per index held in the API process (memory-graph.ts) — in the
+ * graph thread (graph-thread.ts) or in the calling thread (graph-handle.ts: LocalGraph) — in front of a
+ * durable engine (pgvector tables in the database, or LanceDB when the database has no
  * pgvector), which stays the source of truth.
  *
  * - Writes go to the durable engine first, then into the change log in the database (kernel/db/
@@ -190,7 +191,7 @@ export class HnswMemoryIndex implements VectorIndex {
     if (!graph) return this.durable.search(name, query);
     const vector = checkVector(query.vector, graph.spec.dims);
     try {
-      return await graph.search(vector, limit, query.filter);
+      return await graph.search(vector, limit, query.filter, query.payloads !== false);
     } catch (err) {
       // The graph went away under the search (evicted, or its thread ended): the durable engine answers.
       if (graph.usable) throw err;

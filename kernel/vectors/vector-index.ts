@@ -28,6 +28,11 @@ export interface VectorQuery {
   vector: number[] | Float32Array;
   limit: number;
   filter?: ParsedFilter;
+  /**
+   * False: the caller reads only ids and scores (it loads the documents itself), so an engine may answer
+   * with empty payloads, sparing their copy (the graph thread's hits cross a thread boundary). Default true.
+   */
+  payloads?: boolean;
 }
 
 export interface VectorHit {

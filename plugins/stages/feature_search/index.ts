@@ -198,7 +198,8 @@ class Searcher {
     for (;;) {
       let hits: VectorHit[];
       try {
-        hits = await vectors.search(feature.index, { vector, limit: fetch, ...(indexFilter ? { filter: indexFilter } : {}) });
+        // Only ids and scores are read: the documents come from the document source below.
+        hits = await vectors.search(feature.index, { vector, limit: fetch, payloads: false, ...(indexFilter ? { filter: indexFilter } : {}) });
       } catch (err) {
         // A collection without documents yet has no index: nothing to find there.
         if (err instanceof NotFoundError) return [];

@@ -207,6 +207,15 @@ export function runVectorIndexContract(name: string, factory: () => Promise<Vect
       }
     });
 
+    it('payloads: false answers the same ids and scores (payloads may then be empty)', async () => {
+      for (const q of randomVectors(3, DIMS, 8)) {
+        const full = await index.search(shared, { vector: q, limit: 10 });
+        const bare = await index.search(shared, { vector: q, limit: 10, payloads: false });
+        expect(bare.map((h) => [h.id, h.score])).toEqual(full.map((h) => [h.id, h.score]));
+        for (const [i, hit] of bare.entries()) expect([{}, full[i]!.payload]).toContainEqual(hit.payload);
+      }
+    });
+
     for (const distance of ['l2', 'dot'] as const) {
       it(`exact nearest neighbours with ${distance}`, async () => {
         const name = fresh();
