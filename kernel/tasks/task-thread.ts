@@ -10,10 +10,8 @@
  * - events and cache invalidations, as notices through the database thread.
  * If the thread dies it is started again; `stop` lets its running tasks finish first.
  */
-import { createRequire } from 'node:module';
-import path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
 import { type MessagePort, Worker } from 'node:worker_threads';
+import { threadEntrySource } from '../thread-entry.js';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 
@@ -32,16 +30,6 @@ export type TaskThreadMessage = { type: 'ready' } | { type: 'failed'; message: s
 
 const RESTART_DELAY_MS = 1_000;
 const STOP_TIMEOUT_MS = 60_000;
-
-/** Entry of the thread: the TypeScript source under tsx (registered in the thread first) or the built file. */
-function threadSource(): string {
-  const self = fileURLToPath(import.meta.url);
-  const ext = path.extname(self);
-  const entry = pathToFileURL(path.join(path.dirname(self), `task-thread-main${ext}`)).href;
-  if (ext !== '.ts') return `await import(${JSON.stringify(entry)});`;
-  const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx/esm/api').replace(/\.cjs$/, '.mjs')).href;
-  return `const { register } = await import(${JSON.stringify(tsx)}); register(); await import(${JSON.stringify(entry)});`;
-}
 
 export class TaskThread {
   private worker: Worker | undefined;
@@ -88,7 +76,7 @@ export class TaskThread {
 
   private async spawn(): Promise<Worker> {
     const port = await this.connectDatabase();
-    const worker = new Worker(threadSource(), {
+    const worker = new Worker(threadEntrySource(import.meta.url, 'task-thread-main'), {
       eval: true,
       workerData: { spec: this.spec, port },
       transferList: [port],

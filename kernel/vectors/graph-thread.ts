@@ -8,10 +8,8 @@
  * thread ends (a crash), its graphs are lost: each says so (`usable` false), the index searches the durable
  * engine and builds a new graph, in a new thread, on the next search.
  */
-import { createRequire } from 'node:module';
-import path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
+import { threadEntrySource } from '../thread-entry.js';
 import type { Logger } from 'pino';
 import type { ParsedFilter } from '../filters/filter.js';
 import type { GraphHandle, GraphStats } from './graph-handle.js';
@@ -20,16 +18,6 @@ import type { GraphPlan, MemoryGraphOptions } from './memory-graph.js';
 import type { IndexSpec, VectorHit, VectorRecord } from './vector-index.js';
 
 type Request = GraphRequest extends infer R ? (R extends GraphRequest ? Omit<R, 'id'> : never) : never;
-
-/** Entry of the thread: the TypeScript source under tsx (registered in the thread first) or the built file. */
-function threadSource(): string {
-  const self = fileURLToPath(import.meta.url);
-  const ext = path.extname(self);
-  const entry = pathToFileURL(path.join(path.dirname(self), `graph-thread-main${ext}`)).href;
-  if (ext !== '.ts') return `await import(${JSON.stringify(entry)});`;
-  const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx/esm/api').replace(/\.cjs$/, '.mjs')).href;
-  return `const { register } = await import(${JSON.stringify(tsx)}); register(); await import(${JSON.stringify(entry)});`;
-}
 
 interface Running {
   worker: Worker;
@@ -86,7 +74,7 @@ export class GraphThread {
   private start(): Running {
     if (this.closed) throw new Error('the vector index is closed');
     if (this.running && !this.running.ended) return this.running;
-    const worker = new Worker(threadSource(), { eval: true, name: 'tessera-vector-graphs' });
+    const worker = new Worker(threadEntrySource(import.meta.url, 'graph-thread-main'), { eval: true, name: 'tessera-vector-graphs' });
     this.starts++;
     const pending: Running['pending'] = new Map();
     let ready!: () => void;
