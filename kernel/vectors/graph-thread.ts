@@ -17,6 +17,14 @@ import type { GraphReply, GraphRequest } from './graph-thread-main.js';
 import type { GraphPlan, MemoryGraphOptions } from './memory-graph.js';
 import type { IndexSpec, VectorHit, VectorRecord } from './vector-index.js';
 
+/** The graph thread ended (crashed, or its index closed): the graphs it held are gone. */
+export class GraphThreadEndedError extends Error {
+  constructor() {
+    super('the vector graph thread has ended');
+    this.name = 'GraphThreadEndedError';
+  }
+}
+
 type Request = GraphRequest extends infer R ? (R extends GraphRequest ? Omit<R, 'id'> : never) : never;
 
 interface Running {
@@ -61,7 +69,7 @@ export class GraphThread {
 
   /** @internal RemoteGraph's way to the thread. */
   call(running: Running, request: Request, transfer: ArrayBuffer[] = []): Promise<unknown> {
-    if (running.ended) return Promise.reject(new Error('the vector graph thread has ended'));
+    if (running.ended) return Promise.reject(new GraphThreadEndedError());
     const id = this.nextRequest++;
     return new Promise((resolve, reject) => {
       // Kept alive while it owes an answer, so a caller awaiting one is not cut short by the process exiting.
@@ -98,7 +106,7 @@ export class GraphThread {
     });
     worker.on('exit', () => {
       running.ended = true;
-      const error = new Error('the vector graph thread has ended');
+      const error = new GraphThreadEndedError();
       failed(error);
       for (const waiting of pending.values()) waiting.reject(error);
       pending.clear();

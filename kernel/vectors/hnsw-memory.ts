@@ -24,7 +24,7 @@ import { ChangeLog, type ChangeLogHead } from '../db/change-log.js';
 import type { DatabaseNotices } from '../db/database.js';
 import type { ParsedFilter } from '../filters/filter.js';
 import { LocalGraph, type GraphHandle } from './graph-handle.js';
-import { GraphThread } from './graph-thread.js';
+import { GraphThread, GraphThreadEndedError } from './graph-thread.js';
 import { DEFAULT_GRAPH_OPTIONS, MemoryGraph, type GraphPlan, type MemoryGraphOptions } from './memory-graph.js';
 import {
   checkIndexName, checkLimit, checkSpec, checkVector, dedupeById,
@@ -287,7 +287,9 @@ export class HnswMemoryIndex implements VectorIndex {
   private async catchUp(name: string, head: ChangeLogHead): Promise<GraphHandle | undefined> {
     let graph = this.graphs.get(name);
     if (graph && graph.usable && graph.generation === head.generation && graph.version >= head.version) return graph;
-    if (graph && (!graph.usable || graph.generation !== head.generation || graph.wasteful || !(await this.replay(name, graph)))) {
+    // A graph whose thread ends during the replay is rebuilt like any other that cannot be replayed.
+    const replayed = async (g: GraphHandle) => this.replay(name, g).catch((err: unknown) => (g.usable ? Promise.reject(err) : false));
+    if (graph && (!graph.usable || graph.generation !== head.generation || graph.wasteful || !(await replayed(graph)))) {
       graph = undefined;
       this.forget(name);
     }
@@ -298,7 +300,11 @@ export class HnswMemoryIndex implements VectorIndex {
         this.buildInBackground(name);
         return undefined;
       }
-      graph = await this.load(name, total);
+      graph = await this.load(name, total).catch((err: unknown) => {
+        // The thread ended during the build: the durable engine answers; the next search builds again.
+        if (err instanceof GraphThreadEndedError && !this.closed) return undefined;
+        throw err;
+      });
     }
     if (graph) this.remember(graph);
     return graph;
