@@ -4,24 +4,16 @@
  * HTTP thread instead of on it.
  */
 import type { ParsedFilter } from '../filters/filter.js';
-import type { GraphPlan, MemoryGraph } from './memory-graph.js';
+import type { GraphPlan, GraphStats, MemoryGraph } from './memory-graph.js';
 import type { IndexSpec, VectorHit, VectorRecord } from './vector-index.js';
 
-/** The sizes a graph reports after each change. */
-export interface GraphStats {
-  /** Slots in use, deleted ones included. */
-  size: number;
-  dead: number;
-  wasteful: boolean;
-  bytesPerSlot: number;
-  capacityBytes: number;
-}
-
-export interface GraphHandle extends Readonly<GraphStats> {
+export interface GraphHandle {
   readonly spec: IndexSpec;
-  /** The change-log version and generation this copy reflects. */
+  /** The change-log version and generation this copy reflects (the index's bookkeeping). */
   version: number;
   generation: string;
+  /** Sizes as of the last change. */
+  readonly stats: GraphStats;
   /** The plan of the last search. */
   readonly lastPlan: GraphPlan;
   /** False once the graph is gone (released, or its thread ended): the index builds another. */
@@ -46,7 +38,7 @@ export const YIELD_AFTER_MS = 4;
 export async function putInSlices(graph: MemoryGraph, records: readonly VectorRecord[], stopped: () => boolean): Promise<void> {
   let sliceStart = performance.now();
   for (let i = 0; i < records.length; i++) {
-    if (stopped()) throw new Error('the vector index is closed');
+    if (stopped()) throw new Error('the graph was closed before the insert ended');
     graph.put(records[i]!);
     if (performance.now() - sliceStart >= YIELD_AFTER_MS) {
       await new Promise<void>((resolve) => setImmediate(resolve));
@@ -61,6 +53,8 @@ export class LocalGraph implements GraphHandle {
 
   constructor(
     private readonly graph: MemoryGraph,
+    public version: number,
+    public generation: string,
     /** True once the index closed: a build stops at its next record. */
     private readonly closed: () => boolean,
   ) {}
@@ -68,32 +62,8 @@ export class LocalGraph implements GraphHandle {
   get spec(): IndexSpec {
     return this.graph.spec;
   }
-  get version(): number {
-    return this.graph.version;
-  }
-  set version(version: number) {
-    this.graph.version = version;
-  }
-  get generation(): string {
-    return this.graph.generation;
-  }
-  set generation(generation: string) {
-    this.graph.generation = generation;
-  }
-  get size(): number {
-    return this.graph.size;
-  }
-  get dead(): number {
-    return this.graph.dead;
-  }
-  get wasteful(): boolean {
-    return this.graph.wasteful;
-  }
-  get bytesPerSlot(): number {
-    return this.graph.bytesPerSlot;
-  }
-  get capacityBytes(): number {
-    return this.graph.capacityBytes;
+  get stats(): GraphStats {
+    return this.graph.stats;
   }
   get lastPlan(): GraphPlan {
     return this.graph.lastPlan;

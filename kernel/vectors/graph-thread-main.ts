@@ -5,7 +5,7 @@
  */
 import { parentPort } from 'node:worker_threads';
 import type { ParsedFilter } from '../filters/filter.js';
-import { putInSlices, type GraphStats } from './graph-handle.js';
+import { putInSlices } from './graph-handle.js';
 import { MemoryGraph, type MemoryGraphOptions } from './memory-graph.js';
 import type { IndexSpec, VectorRecord } from './vector-index.js';
 
@@ -22,10 +22,6 @@ export type GraphReply = { id: number; ok: true; value: unknown } | { id: number
 const port = parentPort!;
 const graphs = new Map<number, MemoryGraph>();
 
-function statsOf(graph: MemoryGraph): GraphStats {
-  return { size: graph.size, dead: graph.dead, wasteful: graph.wasteful, bytesPerSlot: graph.bytesPerSlot, capacityBytes: graph.capacityBytes };
-}
-
 function graphOf(handle: number): MemoryGraph {
   const graph = graphs.get(handle);
   if (!graph) throw new Error(`graph ${handle} is not held by the graph thread`);
@@ -35,10 +31,9 @@ function graphOf(handle: number): MemoryGraph {
 async function run(request: GraphRequest): Promise<unknown> {
   switch (request.op) {
     case 'create': {
-      // Version and generation are the API thread's bookkeeping (GraphHandle): the copy here needs neither.
-      const graph = new MemoryGraph(request.spec, 0, '', request.options, request.capacity);
+      const graph = new MemoryGraph(request.spec, request.options, request.capacity);
       graphs.set(request.graph, graph);
-      return statsOf(graph);
+      return graph.stats;
     }
     case 'put': {
       const graph = graphOf(request.graph);
@@ -46,12 +41,12 @@ async function run(request: GraphRequest): Promise<unknown> {
       const records: VectorRecord[] = request.ids.map((id, i) => ({ id, vector: request.vectors.subarray(i * dims, (i + 1) * dims), payload: request.payloads[i]! }));
       // Released meanwhile (evicted, dropped): the rest of the insert is of no use.
       await putInSlices(graph, records, () => graphs.get(request.graph) !== graph);
-      return statsOf(graph);
+      return graph.stats;
     }
     case 'remove': {
       const graph = graphOf(request.graph);
       for (const id of request.ids) graph.remove(id);
-      return statsOf(graph);
+      return graph.stats;
     }
     case 'search': {
       const graph = graphOf(request.graph);

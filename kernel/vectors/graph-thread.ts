@@ -12,9 +12,9 @@ import { Worker } from 'node:worker_threads';
 import { threadEntrySource } from '../thread-entry.js';
 import type { Logger } from 'pino';
 import type { ParsedFilter } from '../filters/filter.js';
-import type { GraphHandle, GraphStats } from './graph-handle.js';
+import type { GraphHandle } from './graph-handle.js';
 import type { GraphReply, GraphRequest } from './graph-thread-main.js';
-import type { GraphPlan, MemoryGraphOptions } from './memory-graph.js';
+import type { GraphPlan, GraphStats, MemoryGraphOptions } from './memory-graph.js';
 import type { IndexSpec, VectorHit, VectorRecord } from './vector-index.js';
 
 /** The graph thread ended (crashed, or its index closed): the graphs it held are gone. */
@@ -129,24 +129,9 @@ class RemoteGraph implements GraphHandle {
     readonly spec: IndexSpec,
     public version: number,
     public generation: string,
-    private stats: GraphStats,
+    public stats: GraphStats,
   ) {}
 
-  get size(): number {
-    return this.stats.size;
-  }
-  get dead(): number {
-    return this.stats.dead;
-  }
-  get wasteful(): boolean {
-    return this.stats.wasteful;
-  }
-  get bytesPerSlot(): number {
-    return this.stats.bytesPerSlot;
-  }
-  get capacityBytes(): number {
-    return this.stats.capacityBytes;
-  }
   get usable(): boolean {
     return !this.released && !this.running.ended;
   }

@@ -135,7 +135,7 @@ export class HnswMemoryIndex implements VectorIndex {
   /** Vectors and approximate bytes held in memory for an index (undefined when not loaded here). */
   memory(name: string): { vectors: number; bytesPerVector: number; allocatedBytes: number } | undefined {
     const graph = this.graphs.get(name);
-    return graph ? { vectors: graph.size - graph.dead, bytesPerVector: graph.bytesPerSlot, allocatedBytes: graph.capacityBytes } : undefined;
+    return graph ? { vectors: graph.stats.size - graph.stats.dead, bytesPerVector: graph.stats.bytesPerSlot, allocatedBytes: graph.stats.capacityBytes } : undefined;
   }
 
   async ensureIndex(spec: IndexSpec): Promise<void> {
@@ -289,7 +289,7 @@ export class HnswMemoryIndex implements VectorIndex {
     if (graph && graph.usable && graph.generation === head.generation && graph.version >= head.version) return graph;
     // A graph whose thread ends during the replay is rebuilt like any other that cannot be replayed.
     const replayed = async (g: GraphHandle) => this.replay(name, g).catch((err: unknown) => (g.usable ? Promise.reject(err) : false));
-    if (graph && (!graph.usable || graph.generation !== head.generation || graph.wasteful || !(await replayed(graph)))) {
+    if (graph && (!graph.usable || graph.generation !== head.generation || graph.stats.wasteful || !(await replayed(graph)))) {
       graph = undefined;
       this.forget(name);
     }
@@ -338,7 +338,7 @@ export class HnswMemoryIndex implements VectorIndex {
   private async replay(name: string, graph: GraphHandle): Promise<boolean> {
     const changed = await this.changes.since(name, graph.version, graph.generation);
     if (!changed) return false;
-    if (changed.ids.length > Math.max(MAX_REPLAY, graph.size / 4)) return false;
+    if (changed.ids.length > Math.max(MAX_REPLAY, graph.stats.size / 4)) return false;
     for (let i = 0; i < changed.ids.length; i += 1_000) {
       const ids = changed.ids.slice(i, i + 1_000);
       const found = await this.durable.get(name, ids);
@@ -372,7 +372,7 @@ export class HnswMemoryIndex implements VectorIndex {
       throw err;
     }
     this.settings.log?.info(
-      { index: name, vectors: graph.size, ms: Math.round(performance.now() - started), bytes: graph.capacityBytes },
+      { index: name, vectors: graph.stats.size, ms: Math.round(performance.now() - started), bytes: graph.stats.capacityBytes },
       'built in-process vector index from the durable store',
     );
     return graph;
@@ -390,7 +390,7 @@ export class HnswMemoryIndex implements VectorIndex {
         this.settings.log?.warn({ err, index: spec.name }, 'the vector graph thread could not take a graph; it is kept in this thread');
       }
     }
-    return new LocalGraph(new MemoryGraph(spec, version, generation, this.options, capacity), () => this.closed);
+    return new LocalGraph(new MemoryGraph(spec, this.options, capacity), version, generation, () => this.closed);
   }
 
   /** Stops using the index's graph (only `graph`, when given) and frees it; true when there was one. */
@@ -405,12 +405,12 @@ export class HnswMemoryIndex implements VectorIndex {
   private remember(graph: GraphHandle): void {
     this.touch(graph.spec.name, graph);
     let held = 0;
-    for (const g of this.graphs.values()) held += g.size;
+    for (const g of this.graphs.values()) held += g.stats.size;
     // Least recently searched first; the graph just used stays.
     for (const [name, g] of this.graphs) {
       if (held <= this.maxVectors || g === graph) break;
       this.forget(name);
-      held -= g.size;
+      held -= g.stats.size;
     }
   }
 

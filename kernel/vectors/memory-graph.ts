@@ -42,6 +42,17 @@ export const DEFAULT_GRAPH_OPTIONS: MemoryGraphOptions = { m: 16, efConstruction
 
 export type GraphPlan = 'exact' | 'ann' | 'ann_filtered' | 'empty';
 
+/** A graph's sizes, as it reports them after each change. */
+export interface GraphStats {
+  /** Slots in use, deleted ones included. */
+  size: number;
+  dead: number;
+  /** Dead slots outnumber live ones: a fresh copy is smaller and faster. */
+  wasteful: boolean;
+  bytesPerSlot: number;
+  capacityBytes: number;
+}
+
 const SPACE: Record<Distance, 'cosine' | 'l2' | 'ip'> = { cosine: 'cosine', l2: 'l2', dot: 'ip' };
 /** Filter results kept per index (each a byte per vector), dropped at the next write. */
 const FILTER_CACHE_SIZE = 16;
@@ -73,9 +84,6 @@ export class MemoryGraph {
 
   constructor(
     readonly spec: IndexSpec,
-    /** The change-log version and generation this copy reflects. */
-    public version: number,
-    public generation: string,
     private readonly options: MemoryGraphOptions = DEFAULT_GRAPH_OPTIONS,
     capacity = 1_024,
   ) {
@@ -93,6 +101,10 @@ export class MemoryGraph {
   /** Dead slots outnumber live ones: a fresh copy is smaller and faster. */
   get wasteful(): boolean {
     return this.dead > 10_000 && this.dead > this.labels.size;
+  }
+
+  get stats(): GraphStats {
+    return { size: this.size, dead: this.dead, wasteful: this.wasteful, bytesPerSlot: this.bytesPerSlot, capacityBytes: this.capacityBytes };
   }
 
   /**
