@@ -70,6 +70,13 @@ const plain = (err) => {
 parentPort.postMessage({ id: 0, ok: !failure, ...(failure ? { error: plain(failure) } : { value: null }) });
 if (failure) process.exit(1);
 
+// Byte-array parameters go over the protocol in binary format (pgvector's vectors: no text to parse in WASM);
+// PGlite would otherwise turn them into text, by their type's serializer or toString.
+const binaryAware = new Proxy({}, {
+  get: (_, oid) => (value) => (value instanceof Uint8Array ? value : db.serializers[oid] ? db.serializers[oid](value) : value.toString()),
+});
+const withBinary = (params, options) => (params?.some((p) => p instanceof Uint8Array) ? { ...options, serializers: binaryAware } : options);
+
 const BEGIN = /^\\s*(begin|start\\s+transaction)\\b/i;
 const END = /^\\s*(commit|end|abort|rollback)\\b(?!\\s+(transaction\\s+)?to\\b)/i;
 const clients = new Map();
@@ -127,7 +134,7 @@ async function run(client, request) {
   try {
     let value = null;
     if (request.op === 'query') {
-      const result = await db.query(request.sql, request.params, request.options);
+      const result = await db.query(request.sql, request.params, withBinary(request.params, request.options));
       if (BEGIN.test(request.sql)) owner = client;
       else if (END.test(request.sql) && owner === client) owner = null;
       value = { rows: result.rows, fields: result.fields, affectedRows: result.affectedRows };

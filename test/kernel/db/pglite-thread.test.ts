@@ -31,6 +31,22 @@ describe('embedded database thread', () => {
     expect(error).toMatchObject({ code: '23505', message: expect.stringContaining('duplicate key') });
   });
 
+
+  it('sends byte-array parameters in binary format, and the others as before', async () => {
+    const db = await open();
+    // Bytes a text conversion would change (a zero byte, high bytes): binary format keeps them exact.
+    const bytes = Buffer.from([0, 1, 127, 128, 255, 0, 92]);
+    await db.query('create table b (id int primary key, data bytea, tags text[])');
+    await db.query('insert into b values ($1, $2, $3)', [1, bytes, ['a', 'b']]);
+    const rows = (await db.query("select encode(data, 'hex') as hex, tags, octet_length(data) as n from b")).rows;
+    expect(rows).toEqual([{ hex: bytes.toString('hex'), tags: ['a', 'b'], n: bytes.length }]);
+    // pgvector's binary form (vector_recv) is how vectors are written.
+    const vector = Buffer.alloc(4 + 8);
+    vector.writeInt16BE(2, 0);
+    vector.writeFloatBE(0.25, 4);
+    vector.writeFloatBE(-1.5, 8);
+    expect((await db.query('select $1::vector::text as v', [vector])).rows).toEqual([{ v: '[0.25,-1.5]' }]);
+  });
   it('holds another client off while a transaction is open, and runs its statements in order after', async () => {
     const db = await open();
     const other = new PgliteClient(await db.connect(), false);
