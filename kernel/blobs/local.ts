@@ -32,7 +32,7 @@ import {
   type PresignPutOptions,
   type PutOptions,
 } from './blob-store.js';
-import { BlobMeter, toReadable } from './meter.js';
+import { BlobMeter, checkBufferSize, digestBuffer, toReadable, type Digests } from './meter.js';
 
 export interface LocalBlobStoreOptions {
   /** Where the API is reachable, e.g. `http://127.0.0.1:8080`; a function because the port is known only after listen. */
@@ -79,6 +79,16 @@ interface Trailer {
   md5: string;
   sha256: string;
   createdAt: string;
+}
+
+/** The JSON trailer and footer that end a blob file. */
+function trailerOf(contentType: string, digests: Digests, createdAt: Date): Buffer {
+  const trailer: Trailer = { v: 1, contentType, md5: digests.md5, sha256: digests.sha256, createdAt: createdAt.toISOString() };
+  const json = Buffer.from(JSON.stringify(trailer));
+  const footer = Buffer.alloc(FOOTER_BYTES);
+  footer.writeUInt32BE(json.length, 0);
+  MAGIC.copy(footer, 4);
+  return Buffer.concat([json, footer]);
 }
 
 /** The token key: derived from the signing secret, for this use only. */
@@ -192,27 +202,32 @@ export class LocalBlobStore implements BlobStore {
     const target = this.fileFor(key);
     const dir = path.dirname(target);
     const tmp = `${target.slice(0, -BLOB_SUFFIX.length)}.${randomBytes(6).toString('hex')}${TMP_SUFFIX}`;
-    const handle = await this.openTemp(dir, tmp);
-    const meter = new BlobMeter(options.maxBytes);
     const contentType = options.contentType || DEFAULT_CONTENT_TYPE;
     const createdAt = this.clock.now();
+    // A body already in memory (inline text, JSON, base64) is hashed and written in one call: for the small
+    // blobs of a bulk request the stream machinery cost more than the bytes.
+    if (Buffer.isBuffer(body)) checkBufferSize(body, options.maxBytes);
+    const known = Buffer.isBuffer(body) ? digestBuffer(body) : undefined;
+    const meter = known ? undefined : new BlobMeter(options.maxBytes);
+    const handle = await this.openTemp(dir, tmp);
     try {
-      await pipeline(
-        toReadable(body),
-        meter,
-        async function* (source: AsyncIterable<Buffer>) {
-          for await (const chunk of source) yield chunk;
-          const d = meter.digests();
-          const trailer: Trailer = { v: 1, contentType, md5: d.md5, sha256: d.sha256, createdAt: createdAt.toISOString() };
-          const json = Buffer.from(JSON.stringify(trailer));
-          const footer = Buffer.alloc(FOOTER_BYTES);
-          footer.writeUInt32BE(json.length, 0);
-          MAGIC.copy(footer, 4);
-          yield Buffer.concat([json, footer]);
-        },
-        // flush: fsync before close, so the rename below never publishes bytes still only in the page cache.
-        handle.createWriteStream({ flush: true }),
-      );
+      if (Buffer.isBuffer(body)) {
+        await handle.writeFile(Buffer.concat([body, trailerOf(contentType, known!, createdAt)]));
+        // fsync before close, so the rename below never publishes bytes still only in the page cache.
+        await handle.sync();
+        await handle.close();
+      } else {
+        const metered = meter!;
+        await pipeline(
+          toReadable(body),
+          metered,
+          async function* (source: AsyncIterable<Buffer>) {
+            for await (const chunk of source) yield chunk;
+            yield trailerOf(contentType, metered.digests(), createdAt);
+          },
+          handle.createWriteStream({ flush: true }),
+        );
+      }
       const publish = () => rename(tmp, target);
       await (options.commit ? options.commit(publish) : publish());
     } catch (error) {
@@ -222,7 +237,7 @@ export class LocalBlobStore implements BlobStore {
       throw error;
     }
     await this.syncDir(dir);
-    const d = meter.digests();
+    const d = known ?? meter!.digests();
     return { key, size: d.size, contentType, md5: d.md5, sha256: d.sha256, createdAt };
   }
 

@@ -16,6 +16,12 @@ import type { ObjectRow, ObjectStore } from './object-store.js';
 import { checkObject, type PropertyType } from './schema.js';
 import type { UploadRow } from './upload-store.js';
 
+/**
+ * Blob writes of one bulk request in flight at once: each blob is its own file (or S3 object), and a small
+ * one spends its time waiting on a handful of file system calls, so many overlap well.
+ */
+const BLOB_WRITES_AT_ONCE = 32;
+
 export interface ObjectInput {
   key?: string;
   blobs?: BlobInput[];
@@ -102,9 +108,8 @@ export class ObjectService {
     const stored: StoredBlob[][] = prepared.map(() => []);
     try {
       let next = 0;
-      // Blobs are written a few at a time: each is its own file (or S3 object).
       await Promise.all(
-        Array.from({ length: Math.min(8, prepared.length) }, async () => {
+        Array.from({ length: Math.min(BLOB_WRITES_AT_ONCE, prepared.length) }, async () => {
           while (next < prepared.length) {
             const i = next++;
             await this.storeBlobs(bucket, prepared[i]!.objectId, prepared[i]!.input.blobs ?? [], stored[i]!, [], null);
