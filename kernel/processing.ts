@@ -12,6 +12,13 @@ export interface SourceObjectBlob {
   content_type: string;
   size_bytes: number;
   filename: string | null;
+  /**
+   * The content of a small inline text or JSON blob, kept with the object: processing reads it from here,
+   * not from the blob store, whose file for `storage_key` may not exist yet.
+   */
+  inline_text?: string;
+  md5?: string;
+  sha256?: string;
 }
 
 /** A bucket object as processing sees it: its key, metadata and blobs. */

@@ -99,7 +99,10 @@ export default defineResource({
           namespace_id: row.namespace_id,
           key: row.key,
           metadata: row.metadata,
-          blobs: row.blobs.map((b) => ({ property: b.property, storage_key: b.storage_key, content_type: b.content_type, size_bytes: b.size_bytes, filename: b.filename })),
+          blobs: row.blobs.map((b) => ({
+            property: b.property, storage_key: b.storage_key, content_type: b.content_type, size_bytes: b.size_bytes, filename: b.filename,
+            ...(b.inline_text !== undefined ? { inline_text: b.inline_text, md5: b.md5, sha256: b.sha256 } : {}),
+          })),
           created_by: row.created_by,
           owner_principal: row.owner_principal,
           created_at: row.created_at,

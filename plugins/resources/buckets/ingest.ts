@@ -5,6 +5,7 @@
  */
 import type { BlobInfo, BlobStore } from '../../../kernel/blobs/blob-store.js';
 import { RequestValidationError, type FieldProblem } from '../../../kernel/errors.js';
+import { checkBufferSize, digestBuffer } from '../../../kernel/blobs/meter.js';
 import { safeFetch } from '../../../kernel/net/safe-fetch.js';
 import { blobTypeOf, contentFits, type PropertyType } from './schema.js';
 import { SNIFF_BYTES, sniffContentType, type SniffHints } from './sniff.js';
@@ -24,6 +25,26 @@ export interface StoredBlob {
   source_url: string | null;
   storage_key: string;
   upload_id: string | null;
+  /**
+   * A small inline text or JSON blob's content, kept in the object row: creating it writes no file, and
+   * processing reads it with the object. Its file at `storage_key` is written only when something needs one
+   * (a download URL, a document that references the blob): `storeInlineBlob`.
+   */
+  inline_text?: string;
+}
+
+/** Inline text and JSON up to this many bytes stays in the object row (see `StoredBlob.inline_text`). */
+export const INLINE_MAX_BYTES = 16 * 1024;
+
+/** Whether these bytes (of this sniffed type) can stay in the row: some text, and no NUL (which jsonb cannot hold). */
+function keepsInline(bytes: Buffer, contentType: string): boolean {
+  return bytes.length > 0 && bytes.length <= INLINE_MAX_BYTES && (contentType.startsWith('text/') || contentType === 'application/json') && !bytes.includes(0);
+}
+
+/** Writes an inline blob's file (once; a blob already in the store is left as it is). */
+export async function storeInlineBlob(blobs: BlobStore, blob: Pick<StoredBlob, 'storage_key' | 'content_type' | 'inline_text'>): Promise<void> {
+  if (blob.inline_text === undefined || (await blobs.head(blob.storage_key))) return;
+  await blobs.put(blob.storage_key, Buffer.from(blob.inline_text, 'utf8'), { contentType: blob.content_type });
 }
 
 export interface BlobInput {
@@ -108,6 +129,12 @@ export class BlobIngest {
           ? 'application/json'
           : await sniffContentType(bytes.subarray(0, SNIFF_BYTES), { whole: bytes, filename: filename ?? undefined });
       if (input.text !== undefined && contentType === 'application/json' && declaredType === 'text') contentType = 'text/plain';
+      if (input.base64 === undefined && keepsInline(bytes, contentType)) {
+        checkBufferSize(bytes, this.limits.maxBytes);
+        const inline: BlobInfo = { key, contentType, createdAt: new Date(), ...digestBuffer(bytes) };
+        const described = this.describe(input.property, key, inline, contentType, declaredType, index, { source, sourceUrl, filename, uploadId: null });
+        return { ...described, inline_text: bytes.toString('utf8') };
+      }
       info = await this.blobs.put(key, bytes, { contentType, maxBytes: this.limits.maxBytes });
     }
     return this.describe(input.property, key, info, contentType, declaredType, index, { source, sourceUrl, filename, uploadId: null });

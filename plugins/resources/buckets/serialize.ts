@@ -3,6 +3,7 @@ import type { components } from '../../../generated/openapi.js';
 import type { BlobStore } from '../../../kernel/blobs/blob-store.js';
 import { iso, isoOrNull } from '../../../kernel/http/values.js';
 import type { BucketRow } from './bucket-store.js';
+import { storeInlineBlob } from './ingest.js';
 import type { ObjectRow } from './object-store.js';
 import type { UploadRow } from './upload-store.js';
 
@@ -40,6 +41,8 @@ export async function toObject(row: ObjectRow, blobs: BlobStore, presign: boolea
     updated_at: iso(row.updated_at),
     blobs: await Promise.all(
       row.blobs.map(async (b) => {
+        // A download URL needs a file behind it: an inline blob gets its file on the first ask.
+        if (presign) await storeInlineBlob(blobs, b);
         const signed = presign
           ? await blobs.presignGet(b.storage_key, { expiresInSeconds: DOWNLOAD_URL_SECONDS, ...(b.filename ? { filename: b.filename } : {}) })
           : undefined;

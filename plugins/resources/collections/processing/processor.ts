@@ -34,7 +34,7 @@ import type { DocumentChanges } from '../document-changes.js';
 import type { DocumentRow, DocumentStore, DocumentWrite } from '../document-store.js';
 import type { CollectionRow, CollectionStore } from '../store.js';
 import { resolveTiers, type PlanNode } from './plan.js';
-import { mapInputs, recordFromDocument, recordFromObject, type SourceRecord } from './records.js';
+import { mapInputs, recordFromDocument, recordFromObject, type InlineBlob, type SourceRecord } from './records.js';
 import { StageClock } from './stage-clock.js';
 
 export interface DocumentProcessorDeps {
@@ -115,6 +115,10 @@ export class DocumentProcessor implements CollectionProcessor {
     const passed = new Set(passing.map((r) => r.id));
     for (const r of records) if (!passed.has(r.id)) outcome.records[r.id] = { result: 'filtered', documents: 0, submitted: false };
 
+    // Small inline blobs came with their objects: extractors read them from memory, never from the blob store.
+    const inline = new Map<string, InlineBlob>();
+    for (const r of passing) for (const [key, blob] of r.inlineBlobs) inline.set(key, blob);
+
     // Per record: what each extractor made of it. Its documents are written only once every extractor ran on it.
     const progress = new Map(passing.map((r) => [r.id, { ran: 0, extracted: [] as Extracted[], skips: [] as SkipReason[], submitted: false }]));
     const failed = new Set<string>();
@@ -135,7 +139,7 @@ export class DocumentProcessor implements CollectionProcessor {
       const mappedInputs = new Map(passing.map((r) => [r.id, mapInputs(extractor, r, config.input_mapping as Record<string, string> | undefined)]));
       // The chunk's small input blobs read together first: the records then reach the model in the same
       // turns, so their calls coalesce into a few large requests instead of trickling in one by one.
-      const prefetched = await clock.time('fetch:blobs', () => this.prefetchBlobs([...mappedInputs.values()].filter((m) => !m.skip)));
+      const prefetched = await clock.time('fetch:blobs', () => this.prefetchBlobs([...mappedInputs.values()].filter((m) => !m.skip), inline));
       await this.forEach(passing, async (record) => {
         if (failed.has(record.id) || signal?.aborted) return;
         const state = progress.get(record.id)!;
@@ -196,7 +200,7 @@ export class DocumentProcessor implements CollectionProcessor {
     outcome.records_canceled = results.filter((r) => r.result === 'canceled').length;
 
     const writtenRecords = passing.filter((r) => outcome.records[r.id]?.result === 'written');
-    outcome.documents_written = await this.write(clock, collection, [...pending.values()], writtenRecords);
+    outcome.documents_written = await this.write(clock, collection, [...pending.values()], writtenRecords, inline);
     outcome.records_failed = results.filter((r) => r.result === 'failed' || r.result === 'gone').length;
     outcome.stages = clock.samples();
     await this.announceFailures(collection, outcome.errors);
@@ -351,7 +355,11 @@ export class DocumentProcessor implements CollectionProcessor {
    * time: each statement stays short, so requests the API serves meanwhile never wait long behind one.
    * `records`: the records whose documents these are (every extractor ran on them).
    */
-  private async write(clock: StageClock, collection: CollectionRow, pending: PendingWrite[], records: SourceRecord[]): Promise<number> {
+  private async write(
+    clock: StageClock, collection: CollectionRow, pending: PendingWrite[], records: SourceRecord[], inline: ReadonlyMap<string, InlineBlob>,
+  ): Promise<number> {
+    const referenced = this.referencedInlineBlobs(pending, inline);
+    if (referenced.length > 0) await clock.time('write:blobs', () => this.storeInlineBlobs(referenced));
     const rows: DocumentRow[] = [];
     for (let first = 0; first < pending.length; first += WRITE_SLICE) {
       const slice = pending.slice(first, first + WRITE_SLICE);
@@ -370,6 +378,29 @@ export class DocumentProcessor implements CollectionProcessor {
       await this.deps.changes.changed(collection, 'document.updated', rows.map((r) => r.document_id).filter((id) => !createdSet.has(id)));
     }
     return rows.length;
+  }
+
+  /**
+   * A document that references an inline blob (a passthrough copies its input's reference) is given the
+   * blob's file before it exists: a download URL for the reference needs one.
+   */
+  private referencedInlineBlobs(pending: PendingWrite[], inline: ReadonlyMap<string, InlineBlob>): InlineBlob[] {
+    const referenced = new Map<string, InlineBlob>();
+    if (inline.size === 0) return [];
+    for (const p of pending) {
+      for (const value of Object.values(p.write.fields)) {
+        const ref = blobReferenceOf(value);
+        const blob = ref && inline.get(ref.key);
+        if (blob) referenced.set(ref.key, blob);
+      }
+    }
+    return [...referenced.values()];
+  }
+
+  private async storeInlineBlobs(blobs: InlineBlob[]): Promise<void> {
+    for (const { info, bytes } of blobs) {
+      if (!(await this.deps.blobs.head(info.key))) await this.deps.blobs.put(info.key, bytes, { contentType: info.contentType });
+    }
   }
 
   private async writeVectors(collection: CollectionRow, pending: PendingWrite[], rows: DocumentRow[]): Promise<void> {
@@ -424,18 +455,21 @@ export class DocumentProcessor implements CollectionProcessor {
    * read through it exactly as before; a blob that cannot be read now is left to the extractor's own read,
    * so its error stays the extractor's.
    */
-  private async prefetchBlobs(inputs: Array<{ fields: Record<string, unknown> }>): Promise<PrefetchedBlobs> {
+  private async prefetchBlobs(inputs: Array<{ fields: Record<string, unknown> }>, inline: ReadonlyMap<string, InlineBlob>): Promise<PrefetchedBlobs> {
     const wanted = new Map<string, number>();
+    const held = new Map<string, { info: BlobInfo; bytes: Buffer }>();
     let budget = PREFETCH_BUDGET_BYTES;
     for (const { fields } of inputs) {
       for (const value of Object.values(fields)) {
         const ref = blobReferenceOf(value);
-        if (!ref || wanted.has(ref.key) || ref.size <= 0 || ref.size > PREFETCH_MAX_BLOB_BYTES || ref.size > budget) continue;
+        if (!ref) continue;
+        const inlined = inline.get(ref.key);
+        if (inlined) held.set(ref.key, inlined);
+        if (inlined || wanted.has(ref.key) || ref.size <= 0 || ref.size > PREFETCH_MAX_BLOB_BYTES || ref.size > budget) continue;
         budget -= ref.size;
         wanted.set(ref.key, ref.size);
       }
     }
-    const held = new Map<string, { info: BlobInfo; bytes: Buffer }>();
     const keys = [...wanted.keys()];
     let next = 0;
     const lane = async () => {
@@ -571,6 +605,7 @@ class PrefetchedBlobs {
     this.store = new Proxy(real, {
       get: (target, property, receiver) => {
         if (property === 'get') return get;
+        if (property === 'head') return (key: string) => (this.held.has(key) ? Promise.resolve(this.held.get(key)!.info) : target.head(key));
         const value: unknown = Reflect.get(target, property, receiver);
         return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
       },

@@ -3,6 +3,7 @@
  * metadata and blobs by property); at later tiers it is a document of the source collection (its fields
  * and metadata). Both become one flat field map the `input_mapping` picks the extractor's inputs from.
  */
+import type { BlobInfo } from '../../../../kernel/blobs/blob-store.js';
 import type { ExtractorPlugin } from '../../../../kernel/plugins.js';
 import type { SkipReason, SourceObject } from '../../../../kernel/processing.js';
 import type { DocumentRow } from '../document-store.js';
@@ -25,14 +26,27 @@ export interface SourceRecord {
   /** Content type per field holding a blob. */
   contentTypes: Record<string, string>;
   key: string | null;
+  /** The record's inline blobs (`SourceObjectBlob.inline_text`) by storage key: extractors read them from memory. */
+  inlineBlobs: Map<string, InlineBlob>;
+}
+
+export interface InlineBlob {
+  info: BlobInfo;
+  bytes: Buffer;
 }
 
 export function recordFromObject(object: SourceObject): SourceRecord {
   const fields: Record<string, unknown> = { ...object.metadata };
   const contentTypes: Record<string, string> = {};
+  const inlineBlobs = new Map<string, InlineBlob>();
   for (const blob of object.blobs) {
     fields[blob.property] = { storage_key: blob.storage_key, content_type: blob.content_type, size_bytes: blob.size_bytes, filename: blob.filename };
     contentTypes[blob.property] = blob.content_type;
+    if (blob.inline_text !== undefined) {
+      const bytes = Buffer.from(blob.inline_text, 'utf8');
+      const info: BlobInfo = { key: blob.storage_key, size: bytes.length, contentType: blob.content_type, md5: blob.md5 ?? '', sha256: blob.sha256 ?? '', createdAt: object.created_at };
+      inlineBlobs.set(blob.storage_key, { info, bytes });
+    }
   }
   fields.object_id = object.object_id;
   fields.key = object.key;
@@ -49,6 +63,7 @@ export function recordFromObject(object: SourceObject): SourceRecord {
     filterView: { object_id: object.object_id, key: object.key, metadata: object.metadata, ...object.metadata, created_at: object.created_at.toISOString() },
     contentTypes,
     key: object.key,
+    inlineBlobs,
   };
 }
 
@@ -78,6 +93,7 @@ export function recordFromDocument(doc: DocumentRow): SourceRecord {
     },
     contentTypes,
     key: null,
+    inlineBlobs: new Map(),
   };
 }
 
