@@ -19,7 +19,7 @@ import type { TaskContext, TaskQueue } from '../../../kernel/tasks/task-queue.js
 import { aggregateTier, emptyTier, errorSummary, mergeErrors } from './aggregate.js';
 import { settledRecords, tierLedger } from './ledger.js';
 import { CHUNK_TASK, TIER_TASK, tierDedupeKey, type TierTaskPayload } from './service.js';
-import type { BatchRow, BatchStore, ChunkKey, ChunkRow } from './store.js';
+import type { BatchRow, BatchStore, ChunkKey, ChunkRow, LockedBatch } from './store.js';
 
 export interface ChunkTaskPayload extends ChunkKey {
   organization_id: string;
@@ -88,7 +88,7 @@ export class BatchRunner {
     }
     const events: PendingEvent[] = [];
     await this.db.transaction(async (trx) => {
-      const locked = await this.store.lock(trx, batch.batch_id);
+      const locked = await this.store.lockProgress(trx, batch.batch_id);
       if (!locked || locked.generation !== payload.generation || !LIVE.includes(locked.status)) return;
       await this.store.insertChunks(planned, trx);
       const chunks = await this.store.chunksOf(batch.batch_id, payload.generation, payload.tier, trx);
@@ -149,7 +149,7 @@ export class BatchRunner {
     if (!chunk || chunk.status !== 'PENDING') return { skipped: chunk ? `chunk already ${chunk.status}` : 'chunk gone' };
     // Started under the batch row's lock: a cancel either skips this chunk first, or sees it started and lets it stop itself.
     const started = await this.db.transaction(async (trx) => {
-      const locked = await this.store.lock(trx, payload.batch_id);
+      const locked = await this.store.lockProgress(trx, payload.batch_id);
       if (!locked || locked.generation !== payload.generation || locked.status !== 'IN_PROGRESS') return false;
       return this.store.markStarted(key, this.clock.now(), trx);
     });
@@ -190,7 +190,7 @@ export class BatchRunner {
     }
     const events: PendingEvent[] = [];
     await this.db.transaction(async (trx) => {
-      const locked = await this.store.lock(trx, payload.batch_id);
+      const locked = await this.store.lockProgress(trx, payload.batch_id);
       if (!locked) return;
       const now = this.clock.now();
       if (!(await this.store.finish(key, status, outcome, now, trx))) return;
@@ -253,7 +253,7 @@ export class BatchRunner {
   }
 
   /** Ends a tier: the batch fails, goes on to the next tier, or completes. Runs under the batch row's lock. */
-  private async completeTier(trx: Knex.Transaction, batch: BatchRow, info: BatchRow['tier_tasks'][number], events: PendingEvent[]): Promise<void> {
+  private async completeTier(trx: Knex.Transaction, batch: LockedBatch, info: BatchRow['tier_tasks'][number], events: PendingEvent[]): Promise<void> {
     const now = this.clock.now();
     const tier = info.tier_num;
     const tierTasks = [...batch.tier_tasks.slice(0, tier), info];
@@ -301,7 +301,7 @@ export class BatchRunner {
     await this.store.update(batch.batch_id, changes, trx);
   }
 
-  private event(type: string, batch: BatchRow, data: Record<string, unknown>): PendingEvent {
+  private event(type: string, batch: LockedBatch, data: Record<string, unknown>): PendingEvent {
     return { type, organization_id: batch.organization_id, data: { batch_id: batch.batch_id, bucket_id: batch.bucket_id, namespace_id: batch.namespace_id, ...data } };
   }
 
