@@ -79,6 +79,8 @@ export class MemoryGraph {
   private epoch = 0;
   /** Deleted labels (their slots stay in the graph, marked deleted). */
   dead = 0;
+  /** Slots of replaced vectors: marked deleted in the graph, no longer any id's label. */
+  private retired = 0;
   /** Last search's plan (tests and the benchmark report it). */
   lastPlan: GraphPlan = 'empty';
 
@@ -100,11 +102,12 @@ export class MemoryGraph {
 
   /** Dead slots outnumber live ones: a fresh copy is smaller and faster. */
   get wasteful(): boolean {
-    return this.dead > 10_000 && this.dead > this.labels.size;
+    const unused = this.dead + this.retired;
+    return unused > 10_000 && unused > this.labels.size;
   }
 
   get stats(): GraphStats {
-    return { size: this.size, dead: this.dead, wasteful: this.wasteful, bytesPerSlot: this.bytesPerSlot, capacityBytes: this.capacityBytes };
+    return { size: this.size + this.retired, dead: this.dead + this.retired, wasteful: this.wasteful, bytesPerSlot: this.bytesPerSlot, capacityBytes: this.capacityBytes };
   }
 
   /**
@@ -122,21 +125,38 @@ export class MemoryGraph {
 
   put(record: VectorRecord): void {
     const dims = this.spec.dims;
+    const values = Array.from(record.vector);
     let label = this.labels.get(record.id);
+    if (label !== undefined && this.alive[label] === 1) {
+      const stored = Float32Array.from(values);
+      if (this.spec.distance === 'cosine') normalize(stored);
+      if (sameValues(stored, this.vectors.subarray(label * dims, (label + 1) * dims))) {
+        // The same vector again (a document's fields or metadata changed): only its payload is new.
+        this.payloads[label] = this.compact(record.payload ?? {});
+        this.epoch++;
+        return;
+      }
+      // A changed vector goes in as a new point, and the old one is marked deleted: hnswlib updates a point in
+      // place by repairing every neighbour's links, about ten times the cost of an insert.
+      this.graph.markDelete(label);
+      this.alive[label] = 0;
+      this.payloads[label] = undefined;
+      this.retired += 1;
+      label = undefined;
+    }
     if (label === undefined) {
       label = this.ids.length;
       if (label >= this.capacity) this.grow(Math.max(this.capacity * 2, label + 1));
       this.ids.push(record.id);
       this.payloads.push(undefined);
       this.labels.set(record.id, label);
-    } else if (this.alive[label] === 0) {
+    } else {
+      // A removed id written again: its label is revived (re-adding a deleted label updates and unmarks it).
       this.dead -= 1;
     }
-    const values = Array.from(record.vector);
     const slot = this.vectors.subarray(label * dims, (label + 1) * dims);
     slot.set(values);
     if (this.spec.distance === 'cosine') normalize(slot);
-    // Re-adding a label updates its point (and revives it when it was marked deleted).
     this.graph.addPoint(values, label);
     this.alive[label] = 1;
     this.payloads[label] = this.compact(record.payload ?? {});
@@ -315,4 +335,10 @@ function normalize(v: Float32Array): void {
 
 function compareIds(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
+}
+
+function sameValues(a: Float32Array, b: Float32Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }

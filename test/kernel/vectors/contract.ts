@@ -196,6 +196,35 @@ export function runVectorIndexContract(name: string, factory: () => Promise<Vect
       await index.dropIndex(name);
     });
 
+    it('replaced vectors are found where they moved to, never where they were, at graph scale', async () => {
+      // Large enough that in-process graphs walk the graph rather than scan: replacements go in as new points there.
+      const name = fresh();
+      const dims = 16;
+      const before = randomVectors(1_500, dims, 31);
+      const after = randomVectors(300, dims, 32);
+      await index.ensureIndex({ name, dims, distance: 'cosine' });
+      await index.upsert(name, before.map((vector, i) => ({ id: `p${i}`, vector, payload: { round: 1 } })));
+      // Half the replaced ids get a new vector; the other half the same vector with a new payload.
+      const moved = after.map((vector, i) => ({ id: `p${i}`, vector, payload: { round: 2 } }));
+      const kept = before.slice(300, 600).map((vector, i) => ({ id: `p${300 + i}`, vector, payload: { round: 2 } }));
+      await index.upsert(name, [...moved, ...kept]);
+      await index.upsert(name, moved.slice(0, 50)); // the same again: nothing changes
+      expect(await index.count(name)).toBe(1_500);
+      expect(await index.count(name, parseFilter({ AND: [{ field: 'round', operator: 'eq', value: 2 }] }))).toBe(600);
+      let foundAtNew = 0;
+      for (const [i, vector] of after.slice(0, 40).entries()) {
+        const hits = await index.search(name, { vector, limit: 3 });
+        if (hits[0]?.id === `p${i}`) foundAtNew++;
+        // The old position no longer answers with the replaced id (unless its new vector happens to be close).
+        const old = await index.search(name, { vector: before[i]!, limit: 1 });
+        if (old[0]?.id === `p${i}`) expect(similarity('cosine', before[i]!, vector)).toBeGreaterThan(0.9);
+      }
+      expect(foundAtNew).toBeGreaterThanOrEqual(38);
+      const kept0 = await index.search(name, { vector: before[300]!, limit: 1 });
+      expect(kept0[0]).toMatchObject({ id: 'p300', payload: { round: 2 } });
+      await index.dropIndex(name);
+    });
+
     it('finds the exact nearest neighbours (brute force) on small data', async () => {
       const queries = randomVectors(5, DIMS, 7);
       for (const q of queries) {
