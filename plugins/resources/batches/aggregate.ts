@@ -258,30 +258,48 @@ function wallTime(samples: readonly StageSample[]): number {
  * current run (a retry starts a new run) per second since it started, and `eta_seconds` the records left
  * at that rate: the three always agree.
  */
-export function progressOf(batch: BatchRow, chunks: readonly ChunkRow[], now: Date): BatchProgress {
+/** What the batch's chunks say about its records, counted once per record across the tier's collections. */
+export interface ProgressCounts {
+  total: number;
+  done: number;
+  /** Done by this run (the batch's current generation): the rate is theirs. */
+  doneThisRun: number;
+  failed: number;
+  skipped: number;
+  written: number;
+}
+
+export function countProgress(batch: Pick<BatchRow, 'generation'>, chunks: readonly ChunkRow[]): ProgressCounts {
   const byTier = new Map<number, ChunkRow[]>();
   for (const c of chunks) byTier.set(c.tier, [...(byTier.get(c.tier) ?? []), c]);
-  let total = 0;
-  let done = 0;
-  let doneThisRun = 0;
-  let failed = 0;
-  let skipped = 0;
-  let written = 0;
+  const counts: ProgressCounts = { total: 0, done: 0, doneThisRun: 0, failed: 0, skipped: 0, written: 0 };
   for (const tierChunks of byTier.values()) {
     const units = new Map<string, LedgerEntry[]>();
     for (const [, id, entry] of entriesOf(tierLedger(tierChunks))) {
-      units.set(id, [...(units.get(id) ?? []), entry]);
-      written += entry.documents;
+      const entries = units.get(id);
+      if (entries) entries.push(entry);
+      else units.set(id, [entry]);
+      counts.written += entry.documents;
     }
     for (const entries of units.values()) {
-      total += 1;
+      counts.total += 1;
       if (!entries.every((e) => FINAL.has(e.state))) continue;
-      done += 1;
-      if (entries.some((e) => e.chunk.generation === batch.generation)) doneThisRun += 1;
-      if (entries.some((e) => e.state === 'failed' || e.state === 'gone')) failed += 1;
-      else if (entries.some((e) => e.state === 'skipped') && !entries.some((e) => e.state === 'written')) skipped += 1;
+      counts.done += 1;
+      if (entries.some((e) => e.chunk.generation === batch.generation)) counts.doneThisRun += 1;
+      if (entries.some((e) => e.state === 'failed' || e.state === 'gone')) counts.failed += 1;
+      else if (entries.some((e) => e.state === 'skipped') && !entries.some((e) => e.state === 'written')) counts.skipped += 1;
     }
   }
+  return counts;
+}
+
+export function progressOf(batch: BatchRow, chunks: readonly ChunkRow[], now: Date): BatchProgress {
+  return progressFrom(batch, countProgress(batch, chunks), now);
+}
+
+/** The progress body: the counts, with percent, rate and ETA as of `now`. */
+export function progressFrom(batch: BatchRow, counts: ProgressCounts, now: Date): BatchProgress {
+  const { total, done, doneThisRun } = counts;
   const terminal = TERMINAL.includes(batch.status);
   const percent = total > 0 ? (done / total) * 100 : batch.status === 'COMPLETED' || batch.status === 'COMPLETED_WITH_ERRORS' ? 100 : 0;
   const started = batch.started_at ? new Date(batch.started_at) : null;
@@ -292,15 +310,43 @@ export function progressOf(batch: BatchRow, chunks: readonly ChunkRow[], now: Da
   return {
     records_total: total,
     records_done: done,
-    records_failed: failed,
-    records_skipped: skipped,
-    documents_written: written,
+    records_failed: counts.failed,
+    records_skipped: counts.skipped,
+    documents_written: counts.written,
     percent: round(percent),
     rate_per_second: rate === null ? null : round(rate),
     eta_seconds: eta === null ? null : round(eta),
     started_at: started ? started.toISOString() : null,
     updated_at: batch.progress_at ? new Date(batch.progress_at).toISOString() : null,
   };
+}
+
+/** Batches whose counts are kept at most. */
+const COUNTED_BATCHES = 256;
+
+/**
+ * Progress counts of recently read batches, each kept while its batch row says nothing changed. Every chunk
+ * that finishes moves the row's `updated_at` in the same transaction, so a row with the same generation,
+ * status and times has the same chunk results: a client polling a running batch of 10,000 records no longer
+ * has every chunk outcome read and counted again (about 7 ms of the HTTP thread per poll).
+ */
+export class ProgressCountCache {
+  private readonly entries = new Map<string, { version: string; counts: ProgressCounts }>();
+
+  async counts(batch: BatchRow, chunksOf: () => Promise<readonly ChunkRow[]>): Promise<ProgressCounts> {
+    const version = [batch.generation, batch.status, timeOf(batch.updated_at), timeOf(batch.progress_at)].join('|');
+    const hit = this.entries.get(batch.batch_id);
+    if (hit?.version === version) return hit.counts;
+    const counts = countProgress(batch, await chunksOf());
+    this.entries.delete(batch.batch_id);
+    this.entries.set(batch.batch_id, { version, counts });
+    if (this.entries.size > COUNTED_BATCHES) this.entries.delete(this.entries.keys().next().value as string);
+    return counts;
+  }
+}
+
+function timeOf(value: Date | string | null): number | null {
+  return value === null ? null : new Date(value).getTime();
 }
 
 const TERMINAL: readonly BatchStatus[] = ['COMPLETED', 'COMPLETED_WITH_ERRORS', 'FAILED', 'CANCELED'];

@@ -23,7 +23,7 @@ import {
   createToken,
   type Services,
 } from '../../../kernel/tokens.js';
-import { progressOf } from './aggregate.js';
+import { ProgressCountCache, progressFrom } from './aggregate.js';
 import { BatchHealthProbe } from './health.js';
 import { batchMigrations } from './migrations.js';
 import { BatchRunner } from './runner.js';
@@ -33,6 +33,7 @@ import { BatchStore, type BatchRow, type BatchStatus } from './store.js';
 
 const Batches = createToken<BatchService>('batches.BatchService');
 const Store = createToken<BatchStore>('batches.BatchStore');
+const Counts = createToken<ProgressCountCache>('batches.ProgressCountCache');
 /** The stall probe (exported for tests and the CLI). */
 export const BatchHealth = createToken<BatchHealthProbe>('batches.BatchHealthProbe');
 const HEALTH_TASK = 'batches.health';
@@ -50,8 +51,8 @@ async function bucketIdOf(ctx: RequestContext, services: Services, identifier: s
 }
 
 async function view(services: Services, row: BatchRow) {
-  const chunks = row.status === 'DRAFT' ? [] : await services.get(Store).allChunks(row.batch_id);
-  return toBatch(row, { ...progressOf(row, chunks, services.get(Clock).now()), ...(await waitingOf(services, row)) });
+  const counts = await services.get(Counts).counts(row, async () => (row.status === 'DRAFT' ? [] : services.get(Store).allChunks(row.batch_id)));
+  return toBatch(row, { ...progressFrom(row, counts, services.get(Clock).now()), ...(await waitingOf(services, row)) });
 }
 
 /** A running batch whose tasks sit queued while no process takes tasks says so (nothing will move it). */
@@ -74,6 +75,7 @@ export default defineResource({
     const db = services.get(DatabaseHandle).db;
     const store = new BatchStore(db);
     container.bind(Store).toConstantValue(store);
+    container.bind(Counts).toConstantValue(new ProgressCountCache());
     container.bind(Batches).toConstantValue(
       new BatchService(
         db,

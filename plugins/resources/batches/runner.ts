@@ -194,7 +194,11 @@ export class BatchRunner {
       if (!locked) return;
       const now = this.clock.now();
       if (!(await this.store.finish(key, status, outcome, now, trx))) return;
-      if (locked.generation !== payload.generation) return;
+      if (locked.generation !== payload.generation) {
+        // An earlier run's chunk still changes what the ledger counts: the row says so (progress caches key on it).
+        await this.store.update(payload.batch_id, { progress_at: now, updated_at: now }, trx);
+        return;
+      }
       const chunks = await this.store.chunksOfTier(payload.batch_id, payload.tier, trx);
       const base = locked.tier_tasks[payload.tier] ?? emptyTier(payload.tier, locked.dag_tiers?.[payload.tier] ?? [], [], null);
       const info = aggregateTier(base, chunks, now);
