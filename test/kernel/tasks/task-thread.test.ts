@@ -1,8 +1,11 @@
 /**
  * `tessera serve` on the embedded database runs its tasks in a thread beside the HTTP one
  * (kernel/tasks/task-thread.ts): a batch is processed there, its events reach the API thread's bus, and
- * documents it rewrites are forgotten by the API thread's caches before the batch reads as finished.
+ * documents it rewrites are forgotten by the API thread's caches before the batch reads as finished; it
+ * runs at a lower CPU priority than the API.
  */
+import { readlinkSync } from 'node:fs';
+import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DatabaseHandle, EventBus } from '../../../kernel/tokens.js';
@@ -92,6 +95,18 @@ describe('task thread (embedded database)', () => {
     const roles = ((await db('task_worker_heartbeats').select('role')) as Array<{ role: string }>).map((row) => row.role);
     expect(roles).toEqual(['worker']);
   }, 120_000);
+
+  it.runIf(process.platform === 'linux')('runs batch work at a lower CPU priority than the API (nice 10)', async () => {
+    // /proc/self/task: one entry per thread of this process, field 19 of its stat line is the nice value.
+    const niceOf = async (task: string) => {
+      const stat = await readFile(`/proc/self/task/${task}/stat`, 'utf8').catch(() => '');
+      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+    };
+    const tasks = await readdir('/proc/self/task');
+    const nice = await Promise.all(tasks.map(niceOf));
+    expect(nice).toContain(10);
+    expect(await niceOf(readlinkSync('/proc/thread-self').split('/').pop()!)).toBe(0);
+  });
 
   it('makes the API thread forget a document the task thread rewrote, before the batch reads as finished', async () => {
     const before = await search(); // the API thread now holds the document in its cache
