@@ -41,6 +41,7 @@ describe('embedded database thread', () => {
     const rows = (await db.query("select encode(data, 'hex') as hex, tags, octet_length(data) as n from b")).rows;
     expect(rows).toEqual([{ hex: bytes.toString('hex'), tags: ['a', 'b'], n: bytes.length }]);
     // pgvector's binary form (vector_recv) is how vectors are written.
+    await db.query('create extension if not exists vector');
     const vector = Buffer.alloc(4 + 8);
     vector.writeInt16BE(2, 0);
     vector.writeFloatBE(0.25, 4);
