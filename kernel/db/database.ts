@@ -9,7 +9,24 @@ import type { MessagePort } from 'node:worker_threads';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { databaseStartupError } from '../startup-errors.js';
-import { PgliteClient, PgliteThread } from './pglite-thread.js';
+import { PgliteClient, PgliteThread, type PreparedParameter, type PreparedParameterType } from './pglite-thread.js';
+
+export type { PreparedParameter, PreparedParameterType };
+
+/**
+ * A read on a hot path (a search hydrating its hits): on the embedded database it is prepared once in the
+ * database thread and its rows cross the thread as one JSON text, instead of parsed and planned in WASM and
+ * sent as row objects at every call (about half the time of a 10-row read). On PostgreSQL it is the same
+ * statement through knex.
+ */
+export interface JsonRead {
+  /** The name it is prepared under: one name, one statement, for the life of the database. */
+  name: string;
+  /** The types of `$1`, `$2`, ... */
+  parameterTypes: readonly PreparedParameterType[];
+  /** A select with `$n` parameters. Its rows come back as JSON: timestamps as text, jsonb as parsed JSON. */
+  sql: string;
+}
 
 export type Database = Knex;
 
@@ -27,7 +44,42 @@ export interface DatabaseHandle {
    * the others before the reply to anything its sender asks the database afterwards.
    */
   notices?: DatabaseNotices;
+  /** The rows of a hot read, as JSON objects (see JsonRead). */
+  readJson(read: JsonRead, params: readonly PreparedParameter[]): Promise<Array<Record<string, unknown>>>;
   close(): Promise<void>;
+}
+
+/** The statement that returns a read's rows as one JSON array text. */
+function asJsonArray(sql: string): string {
+  return `select coalesce(json_agg(r), '[]'::json)::text as rows from (${sql}) r`;
+}
+
+function parseRows(result: { rows: Array<Record<string, unknown>> }): Array<Record<string, unknown>> {
+  const text = result.rows[0]?.rows;
+  return typeof text === 'string' ? (JSON.parse(text) as Array<Record<string, unknown>>) : [];
+}
+
+/** PostgreSQL: the same statement through knex (`$n` become knex's positional `?`). */
+function knexJsonReader(db: Knex): DatabaseHandle['readJson'] {
+  const statements = new Map<string, { sql: string; order: number[] }>();
+  return async (read, params) => {
+    let statement = statements.get(read.name);
+    if (!statement) {
+      const order: number[] = [];
+      const sql = asJsonArray(read.sql).replace(/\$(\d+)/g, (_, n: string) => {
+        order.push(Number(n) - 1);
+        return '?';
+      });
+      statement = { sql, order };
+      statements.set(read.name, statement);
+    }
+    const bindings = statement.order.map((i) => params[i] as Knex.RawBinding);
+    return parseRows((await db.raw(statement.sql, bindings)) as { rows: Array<Record<string, unknown>> });
+  };
+}
+
+function pgliteJsonReader(client: PgliteClient): DatabaseHandle['readJson'] {
+  return async (read, params) => parseRows(await client.prepared(read.name, read.parameterTypes, asJsonArray(read.sql), params));
 }
 
 // Return BIGINT counts as numbers and NUMERIC as floats: every value we store fits a double.
@@ -80,7 +132,7 @@ async function openPostgres(url: string, log: Logger | undefined): Promise<Datab
     .raw('create extension if not exists vector')
     .then(() => true)
     .catch(() => false);
-  return { db, kind: 'postgres', hasPgvector, close: () => db.destroy() };
+  return { db, kind: 'postgres', hasPgvector, readJson: knexJsonReader(db), close: () => db.destroy() };
 }
 
 async function openPglite(options: DatabaseOptions): Promise<DatabaseHandle> {
@@ -108,6 +160,7 @@ async function openPglite(options: DatabaseOptions): Promise<DatabaseHandle> {
     dump: () => pglite.dumpDataDir(),
     connect: () => pglite.connect(),
     notices: pglite,
+    readJson: pgliteJsonReader(pglite),
     close: () => db.destroy(),
   };
 }
@@ -115,7 +168,7 @@ async function openPglite(options: DatabaseOptions): Promise<DatabaseHandle> {
 async function attachPglite(port: MessagePort): Promise<DatabaseHandle> {
   const client = new PgliteClient(port, false);
   const db = await pgliteKnex(client);
-  return { db, kind: 'pglite', hasPgvector: true, notices: client, close: () => db.destroy() };
+  return { db, kind: 'pglite', hasPgvector: true, notices: client, readJson: pgliteJsonReader(client), close: () => db.destroy() };
 }
 
 async function pgliteKnex(client: PgliteClient): Promise<Knex> {

@@ -29,8 +29,13 @@ export interface PgliteQueryResult {
 type Request =
   | { op: 'query'; sql: string; params: unknown[] | undefined; options: Record<string, unknown> | undefined }
   | { op: 'exec'; sql: string }
+  | { op: 'prepared'; name: string; parameterTypes: readonly PreparedParameterType[]; sql: string; params: readonly PreparedParameter[] }
   | { op: 'dump' }
   | { op: 'close' };
+
+/** The parameter types a prepared statement may take (each has its literal form in the thread). */
+export type PreparedParameterType = 'text' | 'text[]' | 'integer';
+export type PreparedParameter = string | number | readonly string[] | null;
 
 type Reply = { id: number; ok: true; value: unknown } | { id: number; ok: false; error: Record<string, unknown> & { message: string } };
 
@@ -76,6 +81,39 @@ const binaryAware = new Proxy({}, {
   get: (_, oid) => (value) => (value instanceof Uint8Array ? value : db.serializers[oid] ? db.serializers[oid](value) : value.toString()),
 });
 const withBinary = (params, options) => (params?.some((p) => p instanceof Uint8Array) ? { ...options, serializers: binaryAware } : options);
+
+// Prepared statements (PREPARE once, then EXECUTE with literal arguments): a hot read skips parsing and
+// planning its SQL in WASM each time. PGlite's query() has no named statements, so the arguments are
+// written as literals, each checked against its declared type first.
+const prepared = new Set();
+const NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+const TYPES = new Set(['text', 'text[]', 'integer']);
+const quoteText = (value) => {
+  if (typeof value !== 'string') throw Object.assign(new Error('a text parameter must be a string'), { code: '22023' });
+  if (value.includes('\\u0000')) throw Object.assign(new Error('invalid byte sequence for encoding "UTF8": 0x00'), { code: '22021' });
+  return "'" + value.replaceAll("'", "''") + "'";
+};
+const literal = (type, value) => {
+  if (value === null) return 'null::' + type;
+  if (type === 'integer') {
+    if (!Number.isSafeInteger(value)) throw Object.assign(new Error('an integer parameter must be a safe integer'), { code: '22023' });
+    return String(value);
+  }
+  if (type === 'text') return quoteText(value);
+  if (!Array.isArray(value)) throw Object.assign(new Error('a text[] parameter must be an array of strings'), { code: '22023' });
+  return 'array[' + value.map(quoteText).join(',') + ']::text[]';
+};
+async function runPrepared({ name, parameterTypes, sql, params }) {
+  if (!NAME.test(name) || !parameterTypes.every((t) => TYPES.has(t)) || params.length !== parameterTypes.length) {
+    throw Object.assign(new Error('malformed prepared statement ' + String(name)), { code: '42601' });
+  }
+  if (!prepared.has(name)) {
+    await db.exec('prepare ' + name + '(' + parameterTypes.join(', ') + ') as ' + sql);
+    prepared.add(name);
+  }
+  const args = params.map((value, i) => literal(parameterTypes[i], value));
+  return db.query('execute ' + name + (args.length > 0 ? '(' + args.join(', ') + ')' : ''));
+}
 
 const BEGIN = /^\\s*(begin|start\\s+transaction)\\b/i;
 const END = /^\\s*(commit|end|abort|rollback)\\b(?!\\s+(transaction\\s+)?to\\b)/i;
@@ -137,6 +175,9 @@ async function run(client, request) {
       const result = await db.query(request.sql, request.params, withBinary(request.params, request.options));
       if (BEGIN.test(request.sql)) owner = client;
       else if (END.test(request.sql) && owner === client) owner = null;
+      value = { rows: result.rows, fields: result.fields, affectedRows: result.affectedRows };
+    } else if (request.op === 'prepared') {
+      const result = await runPrepared(request);
       value = { rows: result.rows, fields: result.fields, affectedRows: result.affectedRows };
     } else if (request.op === 'exec') {
       value = await db.exec(request.sql);
@@ -213,6 +254,15 @@ export class PgliteClient {
 
   exec(sql: string): Promise<PgliteQueryResult[]> {
     return this.send({ op: 'exec', sql }) as Promise<PgliteQueryResult[]>;
+  }
+
+  /**
+   * Runs a statement prepared once in the database thread under `name` (PREPARE, then EXECUTE): for hot
+   * reads, whose SQL is then parsed and planned once instead of at every call. `sql` uses `$1`.. for the
+   * parameters, declared in `parameterTypes`; one name always means the same statement.
+   */
+  prepared(name: string, parameterTypes: readonly PreparedParameterType[], sql: string, params: readonly PreparedParameter[]): Promise<PgliteQueryResult> {
+    return this.send({ op: 'prepared', name, parameterTypes, sql, params }) as Promise<PgliteQueryResult>;
   }
 
   /** The data directory as a tar (tests start other instances from it). */

@@ -142,7 +142,7 @@ export default defineResource({
     container.bind(DirectWriter).toConstantValue(new DirectDocumentWriter({ ...direct, documents }));
     container.bind(Grants).toConstantValue(new DocumentGrants({ ...direct, collections: store }));
     container.bind(Reads).toConstantValue(new DocumentReads(() => services.get(BlobStore), () => services.get(DocumentSource)));
-    container.bind(DocumentSource).toConstantValue(new CollectionDocumentSource(services.get(DatabaseHandle).db, store, services.get(PluginRegistry), services.get(VectorIndex), documentCache));
+    container.bind(DocumentSource).toConstantValue(new CollectionDocumentSource(services.get(DatabaseHandle), store, services.get(PluginRegistry), services.get(VectorIndex), documentCache));
     container.bind(Collections).toConstantValue(
       new CollectionService(
         store,

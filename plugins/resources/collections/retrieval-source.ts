@@ -4,6 +4,7 @@
  * features those collections index (the same index names processing writes to).
  */
 import type { Knex } from 'knex';
+import type { DatabaseHandle, JsonRead } from '../../../kernel/db/database.js';
 import { deepFreeze } from '../../../kernel/db/local-read-cache.js';
 import { NotFoundError } from '../../../kernel/errors.js';
 import { whereFilter } from '../../../kernel/filters/sql.js';
@@ -25,19 +26,38 @@ function toStageDocument(row: DocumentRow, viewer: string | null): StageDocument
   return { document_id: row.document_id, collection_id: row.collection_id, payload: documentView(row, viewer) };
 }
 
+const BY_IDS = 'select * from documents where organization_id = $1 and collection_id = any($2::text[]) and document_id = any($3::text[])';
+/** Documents by id (a search's hits): prepared once on the embedded database, see JsonRead. */
+const DOCUMENTS_BY_IDS: JsonRead = { name: 'documents_by_ids', parameterTypes: ['text', 'text[]', 'text[]'], sql: BY_IDS };
+/** The same for a user-scoped key: only documents the principal owns or was granted. */
+const VISIBLE_DOCUMENTS_BY_IDS: JsonRead = {
+  name: 'visible_documents_by_ids',
+  parameterTypes: ['text', 'text[]', 'text[]', 'text', 'text'],
+  sql: `${BY_IDS} and (owner_principal = $4 or grants @> $5::jsonb)`,
+};
+
+/** A document row read as JSON (JsonRead): its timestamps back to dates, as every other read has them. */
+function fromJson(row: Record<string, unknown>): DocumentRow {
+  return { ...(row as unknown as DocumentRow), created_at: new Date(row.created_at as string), updated_at: new Date(row.updated_at as string) };
+}
+
 /** `visible()`'s condition for a row in memory: the principal owns the document or was granted it. */
 function visibleTo(row: DocumentRow, principalId: string | null): boolean {
   return principalId === null || row.owner_principal === principalId || (Array.isArray(row.grants) && row.grants.includes(principalId));
 }
 
 export class CollectionDocumentSource implements DocumentSource {
+  private readonly db: Knex;
+
   constructor(
-    private readonly db: Knex,
+    private readonly database: DatabaseHandle,
     private readonly collections: CollectionStore,
     private readonly plugins: PluginRegistry,
     private readonly vectorIndex: VectorIndex,
     private readonly cache: DocumentReadCache,
-  ) {}
+  ) {
+    this.db = database.db;
+  }
 
   private readonly featuresByRow = new WeakMap<CollectionRow, RetrievalFeature[]>();
 
@@ -83,15 +103,13 @@ export class CollectionDocumentSource implements DocumentSource {
     }
     const generation = this.cache.mark();
     for (let i = 0; i < missing.length; i += ID_CHUNK) {
-      // Arrays as parameters (not IN lists): one statement text whatever the count, less to parse and plan.
-      const visibility = principalId ? 'and (owner_principal = ? or grants @> ?::jsonb)' : '';
-      const bindings: Knex.RawBinding[] = [organizationId, [...collectionIds] as unknown as Knex.RawBinding, missing.slice(i, i + ID_CHUNK) as unknown as Knex.RawBinding];
-      if (principalId) bindings.push(principalId, JSON.stringify([principalId]));
-      const res = (await this.db.raw(
-        `select * from documents where organization_id = ? and collection_id = any(?::text[]) and document_id = any(?::text[]) ${visibility}`,
-        bindings,
-      )) as { rows: DocumentRow[] };
-      for (const row of res.rows) {
+      // Arrays as parameters (not IN lists): one statement whatever the count, prepared once.
+      const ids = missing.slice(i, i + ID_CHUNK);
+      const rows = principalId
+        ? await this.database.readJson(VISIBLE_DOCUMENTS_BY_IDS, [organizationId, [...collectionIds], ids, principalId, JSON.stringify([principalId])])
+        : await this.database.readJson(DOCUMENTS_BY_IDS, [organizationId, [...collectionIds], ids]);
+      for (const json of rows) {
+        const row = fromJson(json);
         byId.set(row.document_id, toStageDocument(row, principalId));
         if (this.cache.enabled) this.cache.keep(generation, row);
       }

@@ -31,6 +31,25 @@ describe('embedded database thread', () => {
     expect(error).toMatchObject({ code: '23505', message: expect.stringContaining('duplicate key') });
   });
 
+  it('runs prepared statements with their arguments as exact literals, whatever the text holds', async () => {
+    const db = await open();
+    // Quotes, backslashes, dollar signs, comment and statement markers: each must arrive as the same text.
+    const hostile = ["o'neil", 'back\\slash', "'); drop table t; --", '$1 $$ $x$', '/* not a comment */', 'é ✓ 𝄞', ''];
+    for (const [i, note] of hostile.entries()) await db.query('insert into t values ($1, $2)', [i, note]);
+    const read = (ids: number[] | null, notes: string[]) =>
+      db.prepared('t_by_notes', ['text[]', 'integer'], 'select id, note from t where note = any($1) and id >= coalesce($2, 0) order by id', [notes, ids?.[0] ?? null]);
+    expect((await read(null, hostile)).rows.map((r) => r.note)).toEqual(hostile);
+    expect((await read([2], hostile)).rows.map((r) => r.id)).toEqual([2, 3, 4, 5, 6]);
+    // The statement stays prepared: later calls take new arguments.
+    expect((await read(null, ["o'neil"])).rows).toEqual([{ id: 0, note: "o'neil" }]);
+    expect((await db.query('select count(*)::int as n from t')).rows).toEqual([{ n: hostile.length }]);
+    // Arguments that do not fit their declared type are refused before any SQL is written.
+    await expect(db.prepared('t_by_notes', ['text[]', 'integer'], 'unused', ['not an array' as never, null])).rejects.toMatchObject({ code: '22023' });
+    await expect(db.prepared('t_by_notes', ['text[]', 'integer'], 'unused', [['a\u0000b'], null])).rejects.toMatchObject({ code: '22021' });
+    await expect(db.prepared('t_by_notes', ['text[]', 'integer'], 'unused', [['a'], 1.5])).rejects.toMatchObject({ code: '22023' });
+    await expect(db.prepared('bad name; drop', [], 'select 1', [])).rejects.toMatchObject({ code: '42601' });
+  });
+
 
   it('sends byte-array parameters in binary format, and the others as before', async () => {
     const db = await open();
