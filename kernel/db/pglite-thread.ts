@@ -167,8 +167,25 @@ async function pump() {
   }
 }
 
+// TESSERA_DB_PROFILE=<file>: time spent per statement (its first 100 characters), written to the file at close.
+const profile = workerData.profile ? new Map() : undefined;
+function account(request, started) {
+  const text = request.op === 'prepared' ? 'prepared ' + request.name : request.op + ' ' + String(request.sql ?? '');
+  const key = text.replace(/\\s+/g, ' ').slice(0, 100);
+  const entry = profile.get(key) ?? { count: 0, ms: 0 };
+  entry.count += 1;
+  entry.ms += performance.now() - started;
+  profile.set(key, entry);
+}
+async function writeProfile() {
+  const { writeFile } = await import('node:fs/promises');
+  const lines = [...profile].sort((a, b) => b[1].ms - a[1].ms).map(([key, { count, ms }]) => ms.toFixed(1).padStart(10) + ' ms ' + String(count).padStart(8) + '  ' + key);
+  await writeFile(workerData.profile, 'embedded database time by statement (ms, count, statement)\\n' + lines.join('\\n') + '\\n');
+}
+
 async function run(client, request) {
   const reply = (message) => clients.get(client)?.postMessage({ id: request.id, ...message });
+  const started = profile ? performance.now() : 0;
   try {
     let value = null;
     if (request.op === 'query') {
@@ -186,6 +203,7 @@ async function run(client, request) {
     } else if (request.op === 'close') {
       closed = true;
       await db.close();
+      if (profile) await writeProfile().catch(() => undefined);
       reply({ ok: true, value: null });
       // Whatever other clients still wait for will not run: tell them instead of leaving them waiting.
       for (const entry of queue.splice(0)) {
@@ -194,6 +212,7 @@ async function run(client, request) {
       for (const port of clients.values()) port.close();
       return;
     }
+    if (profile) account(request, started);
     reply({ ok: true, value });
   } catch (err) {
     // A failed COMMIT or ROLLBACK still ends the transaction.
@@ -350,6 +369,7 @@ export class PgliteThread extends PgliteClient {
         pgvector: esmEntry('@electric-sql/pglite-pgvector'),
         dataDir: options.dataDir,
         loadDataDir: options.loadDataDir,
+        profile: process.env.TESSERA_DB_PROFILE || undefined,
       },
     });
     super(worker, true);
