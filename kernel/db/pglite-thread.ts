@@ -108,7 +108,7 @@ async function runPrepared({ name, parameterTypes, sql, params }) {
     throw Object.assign(new Error('malformed prepared statement ' + String(name)), { code: '42601' });
   }
   if (!prepared.has(name)) {
-    await db.exec('prepare ' + name + '(' + parameterTypes.join(', ') + ') as ' + sql);
+    await db.exec('prepare ' + name + (parameterTypes.length > 0 ? '(' + parameterTypes.join(', ') + ')' : '') + ' as ' + sql);
     prepared.add(name);
   }
   const args = params.map((value, i) => literal(parameterTypes[i], value));

@@ -4,6 +4,9 @@
  * of the replies that follow them.
  */
 import { afterEach, describe, expect, inject, it } from 'vitest';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { PgliteClient, PgliteError, PgliteThread } from '../../../kernel/db/pglite-thread.js';
 
 const opened: PgliteThread[] = [];
@@ -109,6 +112,25 @@ describe('embedded database thread', () => {
     events.push(`read ${String(read.rows[0]!.n)}`);
     expect(events).toEqual(['cache.forget:["d1"]', 'read 1']);
     await other.close();
+  });
+
+  it('writes the time it spent per statement when TESSERA_DB_PROFILE names a file', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'tessera-db-profile-'));
+    const file = path.join(dir, 'profile.txt');
+    process.env.TESSERA_DB_PROFILE = file;
+    try {
+      const db = await open();
+      for (let i = 0; i < 3; i++) await db.query('insert into t values ($1, $2)', [i, 'x']);
+      await db.prepared('t_count', [], 'select count(*) from t', []);
+      await db.close();
+      const lines = (await readFile(file, 'utf8')).trim().split('\n');
+      expect(lines[0]).toMatch(/time by statement/);
+      expect(lines).toContainEqual(expect.stringMatching(/^\s*[\d.]+ ms\s+3\s+query insert into t values/));
+      expect(lines).toContainEqual(expect.stringMatching(/^\s*[\d.]+ ms\s+1\s+prepared t_count$/));
+    } finally {
+      delete process.env.TESSERA_DB_PROFILE;
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it('refuses queries clearly once closed', async () => {
