@@ -12,11 +12,11 @@ describe('{{inputs.<name>}} placeholders', () => {
 
   it('gives each stage its own copy of an input: changing it changes neither the inputs nor the next fill', () => {
     const inputs = JSON.parse('{"vector": [0.5, -1, 2], "doc": {"tags": ["a"], "__proto__": {"x": 1}}}') as Record<string, unknown>;
-    const first = fillPlaceholders({ v: '{{inputs.vector}}', d: '{{inputs.doc}}' }, inputs) as { v: number[]; d: { tags: string[] } };
+    const first = fillPlaceholders<Record<string, unknown>>({ v: '{{inputs.vector}}', d: '{{inputs.doc}}' }, inputs) as unknown as { v: number[]; d: { tags: string[] } };
     first.v[0] = 99;
     first.d.tags.push('b');
     expect(inputs).toEqual(JSON.parse('{"vector": [0.5, -1, 2], "doc": {"tags": ["a"], "__proto__": {"x": 1}}}'));
-    const second = fillPlaceholders({ d: '{{inputs.doc}}' }, inputs) as { d: Record<string, unknown> };
+    const second = fillPlaceholders<Record<string, unknown>>({ d: '{{inputs.doc}}' }, inputs) as unknown as { d: Record<string, unknown> };
     // A key named __proto__ stays a key of the copy, never its prototype.
     expect(Object.keys(second.d)).toEqual(['tags', '__proto__']);
     expect(Object.getPrototypeOf(second.d)).toBe(Object.prototype);

@@ -105,7 +105,7 @@ for (const graphThread of [true, false]) {
       const name = fresh();
       await index.ensureIndex({ name, dims: DIMS, distance: 'cosine' });
       for (let i = 0; i < N; i += 1_000) await index.upsert(name, records.slice(i, i + 1_000));
-      const cases: Array<[string, number, string]> = [['none', 100, 'ann'], ['50%', 50, 'ann_filtered'], ['10%', 10, 'ann_filtered'], ['1%', 1, 'exact']];
+      const cases: Array<[string, number, string]> = [['none', 100, 'ann'], ['50%', 50, 'ann_filtered'], ['10%', 10, 'ann_post_filtered'], ['1%', 1, 'exact']];
       for (const [label, share, plan] of cases) {
         const filter = share < 100 ? parseFilter({ AND: [{ field: 'bucket', operator: 'lt', value: share }] }) : undefined;
         const subset = records.filter((r) => (r.payload.bucket as number) < share);
@@ -121,6 +121,32 @@ for (const graphThread of [true, false]) {
         expect(recallAtK(found, truth), `recall@10 with filter ${label}`).toBeGreaterThanOrEqual(0.98);
       }
       await index.dropIndex(name);
+    });
+
+    it('answers a narrow filter far from the query exactly, and walks with the filter when told to', async () => {
+      // `low`: the 10% of vectors with the smallest first component, one region of the space. Queries far from
+      // it find too few of them among their unfiltered neighbours: the matches are scanned exactly instead.
+      const cut = [...vectors.map((v) => v[0]!)].sort((a, b) => a - b)[N / 10]!;
+      const regional = records.map((r, i) => ({ ...r, payload: { ...r.payload, low: vectors[i]![0]! < cut } }));
+      const filter = parseFilter({ AND: [{ field: 'low', operator: 'eq', value: true }] });
+      const subset = regional.filter((r) => r.payload.low === true);
+      const far = [...queries].sort((a, b) => b[0]! - a[0]!).slice(0, 10);
+      for (const [options, plan] of [[graph, 'exact'], [{ ...graph, exactFallbackMax: 0 }, 'ann_filtered'], [{ ...graph, postFilterMaxShare: 0 }, 'ann_filtered']] as const) {
+        const index = store.open(options);
+        const name = fresh();
+        await index.ensureIndex({ name, dims: DIMS, distance: 'cosine' });
+        for (let i = 0; i < N; i += 1_000) await index.upsert(name, regional.slice(i, i + 1_000));
+        const found: string[][] = [];
+        const plans = new Set<string | undefined>();
+        for (const q of far) {
+          found.push((await index.search(name, { vector: q, limit: 10, filter })).map((h) => h.id));
+          plans.add(index.lastPlan(name));
+        }
+        expect(plans, JSON.stringify(options)).toContain(plan);
+        const truth = far.map((q) => bruteForce(subset, q, 'cosine', 10).map((e) => e.id));
+        expect(recallAtK(found, truth), `recall@10, ${JSON.stringify(options)}`).toBeGreaterThanOrEqual(plan === 'exact' ? 1 : 0.98);
+        await index.dropIndex(name);
+      }
     });
 
     it('scans a small index exactly without a filter, and walks the graph past exactScanMaxUnfiltered', async () => {
