@@ -13,7 +13,7 @@ import { systemClock, type Clock as ClockShape } from './clock.js';
 import { createLogger, resolveLogFormat } from './logger.js';
 import { projectRoot } from './paths.js';
 import { Lifecycle as LifecycleService } from './lifecycle.js';
-import { TableStatistics } from './db/table-statistics.js';
+import { keepsOwnStatistics, TableStatistics } from './db/table-statistics.js';
 import { openDatabase } from './db/database.js';
 import { acquireHomeLock } from './db/home-lock.js';
 import { listenStartupError, natsStartupError } from './startup-errors.js';
@@ -185,8 +185,9 @@ async function assembleCore(
   lifecycle.onShutdown('database', () => database.close());
   container.bind(T.DatabaseHandle).toConstantValue(database);
   const db = database.db;
-  if (database.kind === 'pglite' && !databasePort) {
+  if (await keepsOwnStatistics(database, databasePort !== undefined)) {
     // PostgreSQL's autovacuum keeps its planner's statistics current; PGlite has none (kernel/db/table-statistics.ts).
+    if (database.kind === 'postgres') log.info('PostgreSQL runs without autovacuum: Tessera analyzes the tables that grew itself');
     const statistics = new TableStatistics(db, log.child({ component: 'table-statistics' }));
     statistics.start(TABLE_STATISTICS_INTERVAL_MS);
     lifecycle.onShutdown('table statistics', () => statistics.stop());

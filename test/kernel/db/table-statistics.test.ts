@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { openDatabase, type DatabaseHandle } from '../../../kernel/db/database.js';
-import { TableStatistics } from '../../../kernel/db/table-statistics.js';
+import { keepsOwnStatistics, TableStatistics } from '../../../kernel/db/table-statistics.js';
 
 /** The embedded database's planner learns that a table grew, and then finds rows by id through the index. */
 describe('TableStatistics', () => {
@@ -31,5 +31,20 @@ describe('TableStatistics', () => {
     expect(plan).toContain('grown_pkey');
     expect(plan).not.toContain('grown_kind');
     expect(await statistics.refresh()).toEqual([]); // nothing grew since
+  });
+
+  it('is kept by the embedded database\'s owner, not by a thread attached to it', async () => {
+    expect(await keepsOwnStatistics(database, false)).toBe(true);
+    expect(await keepsOwnStatistics(database, true)).toBe(false);
+  });
+
+  it.runIf(process.env.TEST_DATABASE_URL)('is kept on PostgreSQL exactly when the server runs without autovacuum', async () => {
+    const postgres = await openDatabase({ url: process.env.TEST_DATABASE_URL, log: pino({ level: 'silent' }) } as never);
+    try {
+      const { rows } = (await postgres.db.raw('show autovacuum')) as { rows: Array<{ autovacuum: string }> };
+      expect(await keepsOwnStatistics(postgres, false)).toBe(rows[0]!.autovacuum === 'off');
+    } finally {
+      await postgres.close();
+    }
   });
 });
