@@ -183,6 +183,8 @@ async function writeProfile() {
   await writeFile(workerData.profile, 'embedded database time by statement (ms, count, statement)\\n' + lines.join('\\n') + '\\n');
 }
 
+const replyOf = (result) => ({ rows: result.rows, fields: result.fields, affectedRows: result.affectedRows });
+
 async function run(client, request) {
   const reply = (message) => clients.get(client)?.postMessage({ id: request.id, ...message });
   const started = profile ? performance.now() : 0;
@@ -192,10 +194,9 @@ async function run(client, request) {
       const result = await db.query(request.sql, request.params, withBinary(request.params, request.options));
       if (BEGIN.test(request.sql)) owner = client;
       else if (END.test(request.sql) && owner === client) owner = null;
-      value = { rows: result.rows, fields: result.fields, affectedRows: result.affectedRows };
+      value = replyOf(result);
     } else if (request.op === 'prepared') {
-      const result = await runPrepared(request);
-      value = { rows: result.rows, fields: result.fields, affectedRows: result.affectedRows };
+      value = replyOf(await runPrepared(request));
     } else if (request.op === 'exec') {
       value = await db.exec(request.sql);
     } else if (request.op === 'dump') {

@@ -50,8 +50,8 @@ export interface MemoryGraphOptions {
   exactFallbackMax: number;
 }
 
-export const DEFAULT_GRAPH_OPTIONS: MemoryGraphOptions = { m: 16, efConstruction: 100, efSearch: 96, exactScanMax: 3_000, exactScanRatio: 0.03, exactScanMaxUnfiltered: 1_000,
-  postFilterMaxShare: 0.3, exactFallbackMax: 20_000,
+export const DEFAULT_GRAPH_OPTIONS: MemoryGraphOptions = {
+  m: 16, efConstruction: 100, efSearch: 96, exactScanMax: 3_000, exactScanRatio: 0.03, exactScanMaxUnfiltered: 1_000, postFilterMaxShare: 0.3, exactFallbackMax: 20_000,
 };
 
 export type GraphPlan = 'exact' | 'ann' | 'ann_filtered' | 'ann_post_filtered' | 'empty';
@@ -226,13 +226,15 @@ export class MemoryGraph {
     }
     const all = matching === live;
     const k = Math.min(limit, matching);
+    // hnswlib takes the query as a plain array.
+    const walkQuery = Array.from(query);
     if (!all && match) {
       const share = matching / live;
       const wanted = Math.ceil((POST_FILTER_OVERSAMPLE * k) / share);
       if (share <= this.options.postFilterMaxShare && wanted <= Math.min(POST_FILTER_MAX_CANDIDATES, live)) {
         this.graph.setEf(Math.max(wanted, this.options.efSearch));
         const mask = match.mask;
-        const candidates = this.graph.searchKnn(Array.from(query), wanted).neighbors.filter((label) => mask[label] === 1);
+        const candidates = this.graph.searchKnn(walkQuery, wanted).neighbors.filter((label) => mask[label] === 1);
         if (candidates.length >= k) {
           this.lastPlan = 'ann_post_filtered';
           return this.exact(q, limit, Int32Array.from(candidates));
@@ -247,7 +249,7 @@ export class MemoryGraph {
     const widen = all ? 1 : Math.min(4, Math.sqrt(live / matching));
     this.graph.setEf(Math.min(2_000, Math.max(k, Math.ceil(this.options.efSearch * widen))));
     const mask = match?.mask;
-    const found = all || !mask ? this.graph.searchKnn(Array.from(query), k) : this.graph.searchKnn(Array.from(query), k, (label) => mask[label] === 1);
+    const found = all || !mask ? this.graph.searchKnn(walkQuery, k) : this.graph.searchKnn(walkQuery, k, (label) => mask[label] === 1);
     this.lastPlan = all ? 'ann' : 'ann_filtered';
     const hits = found.neighbors.map((label) => ({ label, score: this.score(q, label) }));
     hits.sort((a, b) => b.score - a.score || compareIds(this.ids[a.label]!, this.ids[b.label]!));
