@@ -72,6 +72,20 @@ export function unstorableText(value: unknown, loc: Array<string | number>): Fie
   return undefined;
 }
 
+/**
+ * At most MAX_JSON_DEPTH `[` and `{` bytes (strings included) cannot nest deeper: most bodies (a query
+ * vector's thousands of digits, say) are settled by a native byte search instead of a loop over every byte.
+ */
+function fewOpenings(body: Buffer): boolean {
+  let count = 0;
+  for (const opening of [0x5b, 0x7b]) {
+    for (let at = body.indexOf(opening); at >= 0; at = body.indexOf(opening, at + 1)) {
+      if (++count > MAX_JSON_DEPTH) return false;
+    }
+  }
+  return true;
+}
+
 /** Deepest nesting of arrays and objects a JSON body may have: far beyond any request, far below any stack. */
 export const MAX_JSON_DEPTH = 64;
 
@@ -84,6 +98,7 @@ export function refuseDeepJson(_req: Request, _res: Response, body: Buffer, enco
   if (encoding.toLowerCase().replace('-', '') !== 'utf8') {
     throw new UnsupportedMediaTypeError('JSON request bodies must be UTF-8');
   }
+  if (fewOpenings(body)) return;
   let depth = 0;
   let inString = false;
   for (let i = 0; i < body.length; i++) {

@@ -18,9 +18,9 @@ const WORKER = `
 const { parentPort } = require('node:worker_threads');
 const http = require('node:http');
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
-function send(url, headers, body) {
+function send(url, headers, body, method = 'POST') {
   return new Promise((resolve, reject) => {
-    const req = http.request(url, { method: 'POST', agent, headers: { ...headers, 'Content-Length': Buffer.byteLength(body) } }, (res) => {
+    const req = http.request(url, { method, agent, headers: body === undefined ? headers : { ...headers, 'Content-Length': Buffer.byteLength(body) } }, (res) => {
       const chunks = [];
       res.on('data', (c) => chunks.push(c));
       res.on('end', () => {
@@ -39,8 +39,32 @@ function pickAll(text, path) {
   if (out.status && out.status !== 'completed') throw new Error('execution ' + out.status + ': ' + JSON.stringify(out.error));
   return out.documents.map((d) => path.reduce((v, k) => (v == null ? v : v[k]), d));
 }
+let sampling;
 parentPort.on('message', async (job) => {
   try {
+    if (job.kind === 'sample') {
+      // GET requests one at a time, a pause between them, until 'stop-sample': latency as a light client sees it.
+      const times = [];
+      sampling = { stopped: false };
+      const run = sampling;
+      parentPort.postMessage({ ok: true, started: true });
+      while (!run.stopped) {
+        const t0 = performance.now();
+        await send(job.url, job.headers, undefined, 'GET');
+        times.push(performance.now() - t0);
+        await new Promise((r) => setTimeout(r, job.intervalMs));
+      }
+      run.resolve({ ok: true, times });
+      return;
+    }
+    if (job.kind === 'stop-sample') {
+      const run = sampling;
+      sampling = undefined;
+      if (!run) throw new Error('no sampling running');
+      run.resolve = (message) => parentPort.postMessage(message);
+      run.stopped = true;
+      return;
+    }
     if (job.kind === 'latencies') {
       const times = [], found = [];
       for (const body of job.bodies) {
@@ -88,6 +112,19 @@ export class HttpLoad {
   async throughput(route: string, bodies: readonly unknown[], clients: number, seconds: number): Promise<number> {
     const out = await this.run<{ done: number }>({ kind: 'throughput', ...this.job(route, bodies), clients, seconds });
     return out.done / seconds;
+  }
+
+  /**
+   * Starts timing `GET route` one request at a time with `intervalMs` between them (in the worker thread,
+   * so a busy service event loop delays the answers, not the client), until `stopSampling`.
+   */
+  async startSampling(route: string, intervalMs: number): Promise<void> {
+    await this.run<{ started: true }>({ kind: 'sample', url: `${this.baseUrl}${route}`, headers: this.headers, intervalMs });
+  }
+
+  /** Stops the sampling started last; its latencies (ms), in the order taken. */
+  async stopSampling(): Promise<number[]> {
+    return (await this.run<{ times: number[] }>({ kind: 'stop-sample' })).times;
   }
 
   async close(): Promise<void> {

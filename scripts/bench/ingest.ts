@@ -4,7 +4,8 @@
  * texts (text_extractor) and 256×256 JPEGs (image_extractor), beside, in the same run: the bare model calls on
  * the same inputs (in process, and through the gRPC inference workers), a bare bulk insert of the same
  * documents and vectors straight into the stores (the floor for writes), and the p99 latency of
- * `GET /v1/me` while idle and while the batch runs (does batch work leave the API responsive?).
+ * `GET /v1/me` while idle and while the batch runs (does batch work leave the API responsive?), timed by a
+ * client in a worker thread (scripts/bench/http-load.ts): the service's event loop is not the client's.
  *
  * The server runs in this process on its embedded defaults (PGlite in its thread, tasks in theirs, pgvector,
  * local blobs, spawned inference workers), or on PostgreSQL/NATS when DATABASE_URL/NATS_URL are set.
@@ -23,6 +24,7 @@ import builtins from '../../plugins/index.js';
 import { Documents } from '../../plugins/resources/collections/index.js';
 import { createHashedNgramTextModel } from '../../plugins/models/hashed-ngram-text/index.js';
 import imageDescriptor from '../../plugins/models/image-descriptor/index.js';
+import { HttpLoad } from './http-load.js';
 
 const textCount = Number(process.argv[2] ?? 10_000);
 const imageCount = Number(process.argv[3] ?? 1_000);
@@ -38,6 +40,7 @@ const kernel = await startKernel({
   overrides: { logger: pino({ level: 'silent' }) },
 });
 const inference = kernel.services.get(Inference);
+const meClient = new HttpLoad(kernel.url, { Authorization: `Bearer ${adminKey}`, 'X-Namespace': 'bench' });
 const db = kernel.services.get(DatabaseHandle).db;
 
 async function call(method: string, route: string, body?: unknown): Promise<Record<string, any>> {
@@ -101,7 +104,7 @@ async function ingest(
   const profile = process.env.BENCH_PROFILE ? await startProfile() : undefined;
   const batchStart = performance.now();
   const cpuStart = process.cpuUsage();
-  const sampler = sampleMe();
+  const sampler = await sampleMe();
   const batch = await call('POST', `/v1/buckets/${bucket}/batches`, { object_ids: ids });
   await call('POST', `/v1/buckets/${bucket}/batches/${batch.batch_id}/submit`);
   let done: Record<string, any>;
@@ -120,28 +123,13 @@ async function ingest(
 }
 
 /** `GET /v1/me` one call at a time, every ~10 ms, until stopped: the API's latency as a client sees it. */
-function sampleMe(): { stop: () => Promise<number[]> } {
-  const samples: number[] = [];
-  let running = true;
-  const loop = (async () => {
-    while (running) {
-      const t0 = performance.now();
-      await call('GET', '/v1/me');
-      samples.push(performance.now() - t0);
-      await new Promise((r) => setTimeout(r, 10));
-    }
-  })();
-  return {
-    stop: async () => {
-      running = false;
-      await loop;
-      return samples;
-    },
-  };
+async function sampleMe(): Promise<{ stop: () => Promise<number[]> }> {
+  await meClient.startSampling('/v1/me', 10);
+  return { stop: () => meClient.stopSampling() };
 }
 
 async function idleMe(count: number): Promise<number[]> {
-  const sampler = sampleMe();
+  const sampler = await sampleMe();
   await new Promise((r) => setTimeout(r, count * 11));
   return sampler.stop();
 }
@@ -306,6 +294,7 @@ try {
     report('256×256 JPEGs (image_extractor: descriptor + thumbnail; OCR off)', imageCount, result, { inProcess: bareInProcess, workers: bareWorkers, insert, meIdle });
   }
 } finally {
+  await meClient.close();
   await kernel.stop();
   await rm(home, { recursive: true, force: true });
 }
