@@ -42,7 +42,7 @@ export interface PresignScope {
 export interface SignOptions<T> {
   /**
    * Set for a user-scoped caller: the ids a document descends from (its own id, its root object, its source
-   * document). Then only artifacts derived from one of them are signed for that document — a hand-written
+   * documents up the chain the caller may read: lineage.ts). Then only artifacts derived from one of them are signed for that document — a hand-written
    * reference to another principal's blob in the same namespace never is (bucket blob keys do not name their
    * object, so those are not signed for user-scoped callers at all).
    */

@@ -8,6 +8,7 @@
 import type { components } from '../../../generated/openapi.js';
 import type { BlobStore } from '../../../kernel/blobs/blob-store.js';
 import type { DocumentSource } from '../../../kernel/retrieval/documents.js';
+import { lineageReader } from '../../../kernel/retrieval/lineage.js';
 import { DocumentUrlSigner } from '../../../kernel/retrieval/presign.js';
 import { readVectors } from '../../../kernel/retrieval/vectors.js';
 import type { DocumentRow } from './document-store.js';
@@ -42,9 +43,7 @@ export class DocumentReads {
       views = await signer.sign(views, {
         // A blob deleted since (its object was removed) gets no URL rather than one that answers 404.
         skipMissing: true,
-        ...(reader.principalId !== null
-          ? { lineageOf: (view: DocumentBody) => [view.document_id, view.root_object_id, view.source_document_id].filter((id): id is string => id !== null) }
-          : {}),
+        ...(reader.principalId !== null ? { lineageOf: await lineageReader(this.source(), reader.organizationId, reader.principalId, views) } : {}),
       });
     }
     if (options.vectors) {

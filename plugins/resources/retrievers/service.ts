@@ -18,6 +18,7 @@ import { withVectors } from '../../../kernel/retrieval/vectors.js';
 import { digestOf, type CursorBinding, type PageCursors } from '../../../kernel/retrieval/page-cursors.js';
 import type { PaginationRequest } from '../../../kernel/retrieval/pagination.js';
 import { planPage, recordedPage, withCursor } from './paging.js';
+import { lineageReader } from '../../../kernel/retrieval/lineage.js';
 import { DocumentUrlSigner } from '../../../kernel/retrieval/presign.js';
 import type { ExecutionHistory } from './execution-history.js';
 import type { ExecutionRow, RetrieverRow, RetrieverStore } from './store.js';
@@ -270,8 +271,9 @@ export class RetrieverService {
     if (options.returnVectors) documents = await withVectors(this.engine.documents(), caller, outcome.collection_ids, documents);
     if (options.presignUrls) {
       const signer = new DocumentUrlSigner(this.executions.blobs(), this.engine.documents(), { organizationId: caller.organizationId, namespaceId: namespace.id });
-      // A user-scoped caller gets URLs only for blobs derived from a result's own lineage (presign.ts).
-      documents = await signer.sign(documents, caller.principalId !== null ? { lineageOf: resultLineage } : {});
+      // A user-scoped caller gets URLs only for blobs derived from a result's own lineage (presign.ts, lineage.ts).
+      const lineageOf = caller.principalId !== null ? await lineageReader(this.engine.documents(), caller.organizationId, caller.principalId, documents) : undefined;
+      documents = await signer.sign(documents, lineageOf ? { lineageOf } : {});
     }
     return documents === outcome.documents ? outcome : { ...outcome, documents };
   }
@@ -376,9 +378,4 @@ export class RetrieverService {
     }
     throw new ConflictError(`Too many copies of '${name}': give the clone a retriever_name`);
   }
-}
-
-/** The ids a result document descends from, as far as its fields say (a reshaped result may say less). */
-function resultLineage(doc: Record<string, unknown>): string[] {
-  return [doc.document_id, doc.root_object_id, doc.source_document_id].filter((id): id is string => typeof id === 'string');
 }
