@@ -6,7 +6,6 @@
  * read from the data: how many documents of the collections the caller may read (the principal filter is
  * applied in that query, so a user-scoped key's estimates never count another principal's documents).
  */
-import type { StageDocument } from '../plugins.js';
 import type { DocumentSource } from './documents.js';
 import type { OptimizedPlan, OptimizationSummary, OptimizerRule } from './optimizer.js';
 
@@ -64,10 +63,9 @@ function capOf(plan: OptimizedPlan['stages'][number]): number | undefined {
 }
 
 export async function explainPlan(plan: OptimizedPlan, documents: DocumentSource, scope: ExplainScope): Promise<Explanation> {
-  const visible: StageDocument[] = await documents.list({
+  const source = await documents.count({
     organizationId: scope.organizationId, collectionIds: scope.collectionIds, principalId: scope.principalId, limit: MAX_COUNTED_SOURCE,
   });
-  const source = visible.length;
 
   let flowing = 0;
   const stages: ExplainedStage[] = plan.stages.map((s, i) => {

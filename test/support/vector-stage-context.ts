@@ -21,6 +21,7 @@ export function vectorStageContext(vectors: Record<string, number[]>): StageCont
   const source: DocumentSourceShape = {
     resolveCollections: async () => [],
     list: async () => [],
+    count: async () => 0,
     getByIds: async () => [],
     features: async () => [feature],
     vectors: async (query) => {

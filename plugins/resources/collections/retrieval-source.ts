@@ -90,6 +90,15 @@ export class CollectionDocumentSource implements DocumentSource {
     return ((await q) as DocumentRow[]).map((row) => toStageDocument(row, query.principalId));
   }
 
+  async count(query: Omit<DocumentListQuery, 'sort'>): Promise<number> {
+    if (query.collectionIds.length === 0 || query.limit < 1) return 0;
+    const matching = this.db('documents').select(this.db.raw('1')).where({ organization_id: query.organizationId }).whereIn('collection_id', [...query.collectionIds]);
+    whereFilter(matching, query.filter, resolveDocumentField);
+    this.visible(matching, query.principalId);
+    const [row] = (await this.db.count({ n: '*' }).from(matching.limit(query.limit).as('matching'))) as Array<{ n: number | string }>;
+    return Number(row?.n ?? 0);
+  }
+
   async getByIds(organizationId: string, collectionIds: readonly string[], documentIds: readonly string[], principalId: string | null): Promise<StageDocument[]> {
     if (collectionIds.length === 0 || documentIds.length === 0) return [];
     const byId = new Map<string, StageDocument>();
