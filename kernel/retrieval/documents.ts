@@ -62,7 +62,7 @@ export interface DocumentSource {
   resolveCollections(organizationId: string, namespaceId: string, identifiers: readonly string[]): Promise<RetrievalCollection[]>;
   /** Documents of the collections matching the filter (pushed into the query), sorted, at most `limit`. */
   list(query: DocumentListQuery): Promise<StageDocument[]>;
-  /** How many documents `list` would give without a limit, counted up to `limit` (an index scan, no rows read out). */
+  /** How many documents `list` would give without a limit, counted up to `limit` (no rows read out). */
   count(query: Omit<DocumentListQuery, 'sort'>): Promise<number>;
   /** These documents (unknown, foreign or invisible ones are absent), in the order of `documentIds`. */
   getByIds(organizationId: string, collectionIds: readonly string[], documentIds: readonly string[], principalId: string | null): Promise<StageDocument[]>;

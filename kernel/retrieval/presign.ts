@@ -42,9 +42,10 @@ export interface PresignScope {
 export interface SignOptions<T> {
   /**
    * Set for a user-scoped caller: the ids a document descends from (its own id, its root object, its source
-   * documents up the chain the caller may read: lineage.ts). Then only artifacts derived from one of them are signed for that document — a hand-written
-   * reference to another principal's blob in the same namespace never is (bucket blob keys do not name their
-   * object, so those are not signed for user-scoped callers at all).
+   * documents up the chain the caller may read: lineage.ts). Then only artifacts derived from one of them
+   * are signed for that document — a hand-written reference to another principal's blob in the same
+   * namespace never is (bucket blob keys do not name their object, so those are not signed for user-scoped
+   * callers at all).
    */
   lineageOf?: (doc: T) => readonly string[];
   /** HEAD each blob first and give a reference whose blob is gone (deleted) no URL. */
