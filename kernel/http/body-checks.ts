@@ -73,6 +73,16 @@ export function unstorableText(value: unknown, loc: Array<string | number>): Fie
 }
 
 /**
+ * True when a JSON text has no `\u` escape. U+0000 and lone surrogates can only reach a parsed body
+ * through one: JSON forbids raw control characters in strings, and UTF-8 cannot encode a lone surrogate
+ * (the decoder turns invalid bytes into U+FFFD). An escaped backslash before a `u` also counts (harmless:
+ * that body is walked as any other).
+ */
+export function withoutUnicodeEscapes(body: Buffer): boolean {
+  return body.indexOf('\\u') < 0;
+}
+
+/**
  * At most MAX_JSON_DEPTH `[` and `{` bytes (strings included) cannot nest deeper: most bodies (a query
  * vector's thousands of digits, say) are settled by a native byte search instead of a loop over every byte.
  */

@@ -17,6 +17,11 @@ export interface RequestContext {
   namespace: ResolvedNamespace | null;
   /** Credits this request consumed (recorded in the request log). */
   credits: number;
+  /**
+   * Set when the JSON body's text has no `\u` escape: its strings then hold only what UTF-8 bytes can
+   * spell, never U+0000 or a lone surrogate, and the walk looking for them is skipped (body-checks.ts).
+   */
+  bodyWithoutEscapes?: boolean;
 }
 
 export function contextOf(res: Response): RequestContext {

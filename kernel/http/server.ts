@@ -19,7 +19,7 @@ import type { RateLimiter } from '../auth/rate-limiter.js';
 import type { RequestContext } from './context.js';
 import { contextOf } from './context.js';
 import { apiDocsRouter } from './docs.js';
-import { refuseDeepJson, unstorableText } from './body-checks.js';
+import { refuseDeepJson, unstorableText, withoutUnicodeEscapes } from './body-checks.js';
 import { errorBody, mapError } from './error-mapper.js';
 import type { AnyHandler } from './handlers.js';
 import { OperationMatcher, operations, type OperationId, type OperationSpec } from './operations.js';
@@ -62,7 +62,13 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
   app.use(apiDocsRouter());
 
   const bodyRequired = operationsRequiringBody(deps.apiDocument);
-  const json = express.json({ limit: deps.jsonBodyLimit, verify: refuseDeepJson });
+  const json = express.json({
+    limit: deps.jsonBodyLimit,
+    verify: (req, res, body, encoding) => {
+      refuseDeepJson(req as Request, res as Response, body, encoding);
+      contextOf(res as Response).bodyWithoutEscapes = withoutUnicodeEscapes(body);
+    },
+  });
   const validator = new PerPathValidator({ apiDocument: deps.apiDocument, validateResponses: deps.validateResponses });
   const arrayLimits = new ArrayLimits(deps.apiDocument);
   const run = (middleware: (req: Request, res: Response, next: NextFunction) => void, req: Request, res: Response) =>
@@ -156,7 +162,9 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
     arrayLimits.check(arrayLimits.bodySchema(operation.path, operation.method), req.body, ['body']);
     await run((q, r, n) => validator.validate(operation.path, q, r, n), req, res);
     const problem =
-      unstorableText(req.body, ['body']) ?? unstorableText(contextOf(res).pathParams, ['path']) ?? unstorableText(req.query, ['query']);
+      (contextOf(res).bodyWithoutEscapes ? undefined : unstorableText(req.body, ['body'])) ??
+      unstorableText(contextOf(res).pathParams, ['path']) ??
+      unstorableText(req.query, ['query']);
     if (problem) throw new RequestValidationError([problem]);
   }
 

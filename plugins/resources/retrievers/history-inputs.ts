@@ -30,6 +30,15 @@ function packable(value: unknown): value is number[] {
   return true;
 }
 
+/** Every number of every array is exactly a float32 (an indexed loop: `every` with a callback boxes each number). */
+function allFloat32(arrays: readonly number[][]): boolean {
+  for (const array of arrays) {
+    if (Math.fround(array.length) !== array.length) return false;
+    for (let i = 0; i < array.length; i++) if (Math.fround(array[i]!) !== array[i]) return false;
+  }
+  return true;
+}
+
 /** The stored text of `inputs`. */
 export function packInputs(inputs: Record<string, unknown>): string {
   const paths: Path[] = [];
@@ -51,7 +60,7 @@ export function packInputs(inputs: Record<string, unknown>): string {
   };
   const template = strip(inputs, []);
   if (arrays.length === 0) return JSON.stringify(inputs);
-  const single = arrays.every((array) => array.every((x) => Math.fround(x) === x)) && arrays.every((array) => Math.fround(array.length) === array.length);
+  const single = allFloat32(arrays);
   const numbers = single ? new Float32Array(arrays.reduce((n, a) => n + a.length + 1, 0)) : new Float64Array(arrays.reduce((n, a) => n + a.length + 1, 0));
   let at = 0;
   for (const array of arrays) {

@@ -269,6 +269,18 @@ describe('request validation', () => {
       expect(ok.body.description).toBe('emoji \u{1F600}');
     });
 
+    it('surrogate bytes that are not an escape arrive as U+FFFD (bodies without escapes skip the walk)', async () => {
+      // The raw UTF-8 of U+D800 (ED A0 80) is not valid UTF-8: the decoder makes each byte U+FFFD.
+      const body = Buffer.concat([Buffer.from('{"namespace_name":"raw-surrogate","description":"a'), Buffer.from([0xed, 0xa0, 0x80]), Buffer.from('b"}')]);
+      const res = await fetch(`${t.url}/v1/namespaces`, { method: 'POST', headers: { Authorization: `Bearer ${t.adminKey}`, 'Content-Type': 'application/json' }, body });
+      expect(res.status).toBe(201);
+      expect(((await res.json()) as { description: string }).description).toBe('a\ufffd\ufffd\ufffdb');
+      // An escaped backslash before a 'u' is walked like any escape, and is storable text.
+      const literal = await t.request('POST', '/v1/namespaces', { key: t.adminKey, body: { namespace_name: 'backslash-u', description: 'C:\\users' } });
+      expect(literal.status).toBe(201);
+      expect(literal.body.description).toBe('C:\\users');
+    });
+
     it('NUL characters in path and query parameters', async () => {
       await expect422('GET', '/v1/namespaces/abc%00', undefined, ['path', 'name'], 'string_unstorable');
       await expect422('DELETE', '/v1/namespaces/abc%00', undefined, ['path', 'name']);
