@@ -3,7 +3,6 @@
  * before JSON.parse) and text the database cannot store. Both are iterative, so no input reaches the
  * stack limit here.
  */
-import type { Request, Response } from 'express';
 import { RequestValidationError, UnsupportedMediaTypeError, type FieldProblem } from '../errors.js';
 
 const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
@@ -100,11 +99,11 @@ function fewOpenings(body: Buffer): boolean {
 export const MAX_JSON_DEPTH = 64;
 
 /**
- * express.json's `verify`: runs on the raw bytes before JSON.parse, so no recursive walk (validation,
+ * Runs from express.json's `verify`, on the raw bytes before JSON.parse, so no recursive walk (validation,
  * storage, JSON.stringify) ever meets a deeper body. A byte scan is exact for UTF-8, the only charset
  * JSON may be exchanged in (RFC 8259); other charsets are refused.
  */
-export function refuseDeepJson(_req: Request, _res: Response, body: Buffer, encoding: string): void {
+export function refuseDeepJson(body: Buffer, encoding: string): void {
   if (encoding.toLowerCase().replace('-', '') !== 'utf8') {
     throw new UnsupportedMediaTypeError('JSON request bodies must be UTF-8');
   }

@@ -64,8 +64,8 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
   const bodyRequired = operationsRequiringBody(deps.apiDocument);
   const json = express.json({
     limit: deps.jsonBodyLimit,
-    verify: (req, res, body, encoding) => {
-      refuseDeepJson(req as Request, res as Response, body, encoding);
+    verify: (_req, res, body, encoding) => {
+      refuseDeepJson(body, encoding);
       contextOf(res as Response).bodyWithoutEscapes = withoutUnicodeEscapes(body);
     },
   });
