@@ -65,6 +65,17 @@ parentPort.on('message', async (job) => {
       run.stopped = true;
       return;
     }
+    if (job.kind === 'poll') {
+      // GET every intervalMs until the body's status is one of job.until: the last body, as text.
+      for (;;) {
+        const text = await send(job.url, job.headers, undefined, 'GET');
+        if (job.until.includes(JSON.parse(text).status)) {
+          parentPort.postMessage({ ok: true, text });
+          return;
+        }
+        await new Promise((r) => setTimeout(r, job.intervalMs));
+      }
+    }
     if (job.kind === 'latencies') {
       const times = [], found = [];
       for (const body of job.bodies) {
@@ -125,6 +136,15 @@ export class HttpLoad {
   /** Stops the sampling started last; its latencies (ms), in the order taken. */
   async stopSampling(): Promise<number[]> {
     return (await this.run<{ times: number[] }>({ kind: 'stop-sample' })).times;
+  }
+
+  /**
+   * `GET route` every `intervalMs` until its JSON `status` is one of `until`; the last body. Polled from the
+   * worker thread, so parsing each answer is not charged to the service's event loop.
+   */
+  async pollUntil(route: string, until: readonly string[], intervalMs: number): Promise<Record<string, unknown>> {
+    const out = await this.run<{ text: string }>({ kind: 'poll', url: `${this.baseUrl}${route}`, headers: this.headers, until, intervalMs });
+    return JSON.parse(out.text) as Record<string, unknown>;
   }
 
   async close(): Promise<void> {

@@ -5,7 +5,7 @@
  */
 import type { components } from '../../../generated/openapi.js';
 import type { ProcessingError, StageSample } from '../../../kernel/processing.js';
-import { entriesOf, tierLedger, type LedgerEntry, type LedgerState, type TierLedger } from './ledger.js';
+import { entriesOf, tierLedger, visitResults, type LedgerEntry, type LedgerState, type TierLedger } from './ledger.js';
 import type { BatchRow, BatchStatus, ChunkRow, TierTaskInfo } from './store.js';
 
 type ExtractorJob = components['schemas']['ExtractorJob'];
@@ -274,6 +274,7 @@ export function countProgress(batch: Pick<BatchRow, 'generation'>, chunks: reado
   for (const c of chunks) byTier.set(c.tier, [...(byTier.get(c.tier) ?? []), c]);
   const counts: ProgressCounts = { total: 0, done: 0, doneThisRun: 0, failed: 0, skipped: 0, written: 0 };
   for (const tierChunks of byTier.values()) {
+    if (countedChunkByChunk(batch, tierChunks, counts)) continue;
     const units = new Map<string, LedgerEntry[]>();
     for (const [, id, entry] of entriesOf(tierLedger(tierChunks))) {
       const entries = units.get(id);
@@ -291,6 +292,30 @@ export function countProgress(batch: Pick<BatchRow, 'generation'>, chunks: reado
     }
   }
   return counts;
+}
+
+/**
+ * The common tier: one collection, one run. Its chunks then split its records (each record in exactly one
+ * chunk), so each record's one result is counted as its chunk gives it, with no ledger of the tier to build:
+ * a client polling a running batch of 10,000 records no longer has 10,000 entries made for each poll.
+ * False (nothing counted) for any other tier.
+ */
+function countedChunkByChunk(batch: Pick<BatchRow, 'generation'>, chunks: readonly ChunkRow[], counts: ProgressCounts): boolean {
+  const first = chunks[0];
+  if (!first || chunks.some((c) => c.collection_id !== first.collection_id || c.generation !== first.generation)) return false;
+  for (const chunk of chunks) {
+    const thisRun = chunk.generation === batch.generation;
+    visitResults(chunk, (_, r) => {
+      counts.total += 1;
+      counts.written += r.documents;
+      if (!FINAL.has(r.state)) return;
+      counts.done += 1;
+      if (thisRun) counts.doneThisRun += 1;
+      if (r.state === 'failed' || r.state === 'gone') counts.failed += 1;
+      else if (r.state === 'skipped') counts.skipped += 1;
+    });
+  }
+  return true;
 }
 
 export function progressOf(batch: BatchRow, chunks: readonly ChunkRow[], now: Date): BatchProgress {

@@ -224,7 +224,7 @@ export class BatchRunner {
       if (checking || controller.signal.aborted) return;
       checking = true;
       this.store
-        .find(payload.organization_id, payload.batch_id)
+        .runState(payload.organization_id, payload.batch_id)
         .then((batch) => {
           if (!batch || batch.generation !== payload.generation || batch.status !== 'IN_PROGRESS') {
             this.log.info(

@@ -117,6 +117,11 @@ export class BatchStore {
     return db<BatchRow>('batches').where({ organization_id: organizationId, batch_id: batchId }).first();
   }
 
+  /** What a running chunk checks to know whether its batch still runs it (without the row's id lists). */
+  runState(organizationId: string, batchId: string): Promise<Pick<BatchRow, 'status' | 'generation'> | undefined> {
+    return this.db<BatchRow>('batches').where({ organization_id: organizationId, batch_id: batchId }).first('status', 'generation');
+  }
+
   /** The row, locked until the transaction ends: changes to one batch are applied one at a time. */
   lock(trx: Knex.Transaction, batchId: string): Promise<BatchRow | undefined> {
     return trx<BatchRow>('batches').where({ batch_id: batchId }).forUpdate().first();

@@ -80,7 +80,7 @@ export default defineResource({
     const clock = services.get(Clock);
     const tasks = services.get(TaskQueue);
     const bucketStore = new BucketStore(db);
-    const objectStore = new ObjectStore(db);
+    const objectStore = new ObjectStore(services.get(DatabaseHandle));
     const uploadStore = new UploadStore(db);
     const ingest = new BlobIngest(blobs, {
       maxBytes: config.maxUploadBytes,

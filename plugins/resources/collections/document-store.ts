@@ -73,6 +73,12 @@ export const resolveDocumentField: FieldResolver = (field) => {
  */
 const KEEP_GRANTS = "(select coalesce(jsonb_agg(distinct e.g), '[]'::jsonb) from jsonb_array_elements(documents.grants || excluded.grants) as e(g))";
 
+/** Every column but `fields`, for upsertMany's RETURNING: its caller has the fields it wrote. */
+const RETURNED_WITHOUT_FIELDS = [
+  'document_id', 'organization_id', 'namespace_id', 'collection_id', 'source_key', 'root_object_id', 'source_collection_id',
+  'source_document_id', 'processing_tier', 'metadata', 'owner_principal', 'grants', 'created_at', 'updated_at',
+].join(', ');
+
 export class DocumentStore {
   /** Every write and delete here keeps the text index current, in the same transaction when there is one. */
   constructor(
@@ -171,17 +177,19 @@ export class DocumentStore {
          root_object_id = excluded.root_object_id, source_document_id = excluded.source_document_id,
          processing_tier = excluded.processing_tier, owner_principal = excluded.owner_principal,
          grants = ${KEEP_GRANTS}, updated_at = excluded.updated_at
-       returning *, (xmax = 0) as inserted`,
+       returning ${RETURNED_WITHOUT_FIELDS}, (xmax = 0) as inserted`,
       [
         now, now, columns.document_id, columns.organization_id, columns.namespace_id, columns.collection_id, columns.source_key,
         columns.root_object_id, columns.source_collection_id, columns.source_document_id, columns.processing_tier, columns.fields,
         columns.owner_principal, columns.grants,
       ] as unknown as Knex.RawBinding[],
-    )) as { rows: Array<DocumentRow & { inserted: boolean }> };
+    )) as { rows: Array<Omit<DocumentRow, 'fields'> & { inserted: boolean }> };
     const added = new Map<string, number>();
     for (const row of rows.rows) if (row.inserted) added.set(row.collection_id, (added.get(row.collection_id) ?? 0) + 1);
     for (const [collectionId, count] of added) await db('collections').where({ collection_id: collectionId }).increment('document_count', count);
-    const written = rows.rows.map(({ inserted: _inserted, ...row }) => row);
+    // The fields are the ones just written (an upsert replaces them whole): not read back and parsed again.
+    const fieldsOf = new Map(unique.map((w) => [`${w.collectionId}\u0000${w.sourceKey}`, w.fields]));
+    const written = rows.rows.map(({ inserted: _inserted, ...row }): DocumentRow => ({ ...row, fields: fieldsOf.get(`${row.collection_id}\u0000${row.source_key}`)! }));
     await this.indexText(written, db);
     return written;
   }

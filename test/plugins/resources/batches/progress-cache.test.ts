@@ -46,3 +46,47 @@ describe('batch progress counts', () => {
     expect(reads).toBe(4);
   });
 });
+
+describe('batch progress counted chunk by chunk', () => {
+  const withResults = (index: number, results: Record<string, { result: string; documents?: number }>, generation = 0, collection = 'col_1'): ChunkRow => ({
+    ...chunk(index, 'COMPLETED', Object.keys(results)),
+    generation,
+    collection_id: collection,
+    outcome: {
+      records: Object.fromEntries(Object.entries(results).map(([id, r]) => [id, { result: r.result, documents: r.documents ?? 0, submitted: true }])),
+      errors: [],
+    } as unknown as ChunkRow['outcome'],
+  });
+
+  it('counts every state of a one-collection, one-run tier as the ledger does', () => {
+    const chunks: ChunkRow[] = [
+      withResults(0, { a: { result: 'written', documents: 3 }, b: { result: 'skipped' }, c: { result: 'failed' }, d: { result: 'gone' } }),
+      withResults(1, { e: { result: 'filtered' }, f: { result: 'canceled' }, g: { result: 'written', documents: 1 } }),
+      // A chunk that failed on its last attempt: every record failed.
+      { ...chunk(2, 'FAILED', ['h', 'i']), outcome: { records: {}, errors: [] } as unknown as ChunkRow['outcome'] },
+      chunk(3, 'PENDING', ['j']),
+      { ...chunk(4, 'SKIPPED', ['k']), outcome: null },
+      // An outcome from before the ledger: its failures from the errors, the documents on the first success.
+      {
+        ...chunk(5, 'COMPLETED', ['l', 'm', 'n']),
+        outcome: { records: {}, documents_written: 4, errors: [{ affected_document_ids: ['m'] }] } as unknown as ChunkRow['outcome'],
+      },
+    ];
+    expect(countProgress(batch(), chunks)).toEqual({ total: 14, done: 11, doneThisRun: 11, failed: 5, skipped: 1, written: 8 });
+    // The same records as seen from a later run: done, but none of them by it.
+    expect(countProgress(batch({ generation: 1 }), chunks)).toMatchObject({ done: 11, doneThisRun: 0 });
+  });
+
+  it('lets a later run replace a record once, and counts a record read by two collections once', () => {
+    const retried = [
+      withResults(0, { a: { result: 'failed' }, b: { result: 'written', documents: 1 } }),
+      withResults(0, { a: { result: 'written', documents: 2 } }, 1),
+    ];
+    expect(countProgress(batch({ generation: 1 }), retried)).toEqual({ total: 2, done: 2, doneThisRun: 1, failed: 0, skipped: 0, written: 3 });
+    const twoCollections = [
+      withResults(0, { a: { result: 'written', documents: 1 }, b: { result: 'written', documents: 1 } }),
+      withResults(0, { a: { result: 'failed' }, b: { result: 'skipped' } }, 0, 'col_2'),
+    ];
+    expect(countProgress(batch(), twoCollections)).toEqual({ total: 2, done: 2, doneThisRun: 2, failed: 1, skipped: 0, written: 2 });
+  });
+});
