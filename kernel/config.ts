@@ -266,7 +266,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     runTasks: env.TESSERA_RUN_TASKS === undefined ? true : !['0', 'false', 'no', 'off'].includes(env.TESSERA_RUN_TASKS.toLowerCase()),
     taskThread: env.TESSERA_TASK_THREAD === undefined ? true : !['0', 'false', 'no', 'off'].includes(env.TESSERA_TASK_THREAD.toLowerCase()),
     taskWaitWarnMs: int(env.TESSERA_TASK_WAIT_WARN_MS, 5_000, 'TESSERA_TASK_WAIT_WARN_MS'),
-    batchChunkSize: Math.max(1, int(env.TESSERA_BATCH_CHUNK_SIZE, 256, 'TESSERA_BATCH_CHUNK_SIZE')),
+    batchChunkSize: Math.max(1, int(env.TESSERA_BATCH_CHUNK_SIZE, 512, 'TESSERA_BATCH_CHUNK_SIZE')),
     batchHealthIntervalMs: int(env.TESSERA_BATCH_HEALTH_INTERVAL_MS, 30_000, 'TESSERA_BATCH_HEALTH_INTERVAL_MS'),
     batchStallAfterMs: int(env.TESSERA_BATCH_STALL_AFTER_MS, 300_000, 'TESSERA_BATCH_STALL_AFTER_MS'),
   };

@@ -570,7 +570,7 @@ export class DocumentProcessor implements CollectionProcessor {
 }
 
 /** Documents (and their vectors) written per statement. */
-const WRITE_SLICE = 64;
+const WRITE_SLICE = 128;
 
 /** Blobs up to this size are read for a whole chunk before its extraction starts... */
 const PREFETCH_MAX_BLOB_BYTES = 1 << 20;
