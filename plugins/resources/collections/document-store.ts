@@ -79,6 +79,13 @@ const RETURNED_WITHOUT_FIELDS = [
   'source_document_id', 'processing_tier', 'metadata', 'owner_principal', 'grants', 'created_at', 'updated_at',
 ].join(', ');
 
+/** A row of upsertMany's RETURNING, as JSON: timestamps as text. */
+type WrittenJson = Omit<DocumentRow, 'fields' | 'created_at' | 'updated_at'> & { created_at: string; updated_at: string; inserted: boolean };
+
+function writtenFromJson(row: WrittenJson): Omit<DocumentRow, 'fields'> & { inserted: boolean } {
+  return { ...row, created_at: new Date(row.created_at), updated_at: new Date(row.updated_at) };
+}
+
 export class DocumentStore {
   /** Every write and delete here keeps the text index current, in the same transaction when there is one. */
   constructor(
@@ -167,8 +174,10 @@ export class DocumentStore {
       columns.owner_principal.push(w.ownerPrincipal ?? null);
       columns.grants.push(JSON.stringify(w.grants ?? []));
     }
-    const rows = (await db.raw(
-      `insert into documents (document_id, organization_id, namespace_id, collection_id, source_key, root_object_id,
+    // The written rows come back as one JSON text, made by the database: on the embedded one, converting
+    // RETURNING's rows column by column in its thread cost a third of the statement.
+    const result = (await db.raw(
+      `with written as (insert into documents (document_id, organization_id, namespace_id, collection_id, source_key, root_object_id,
          source_collection_id, source_document_id, processing_tier, fields, metadata, owner_principal, grants, created_at, updated_at)
        select d, o, n, c, k, r, sc, sd, t, f::jsonb, '{}'::jsonb, p, g::jsonb, ?, ?
        from unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::int[], ?::text[], ?::text[], ?::text[])
@@ -177,13 +186,15 @@ export class DocumentStore {
          root_object_id = excluded.root_object_id, source_document_id = excluded.source_document_id,
          processing_tier = excluded.processing_tier, owner_principal = excluded.owner_principal,
          grants = ${KEEP_GRANTS}, updated_at = excluded.updated_at
-       returning ${RETURNED_WITHOUT_FIELDS}, (xmax = 0) as inserted`,
+       returning ${RETURNED_WITHOUT_FIELDS}, (xmax = 0) as inserted)
+       select coalesce(json_agg(written), '[]'::json)::text as rows from written`,
       [
         now, now, columns.document_id, columns.organization_id, columns.namespace_id, columns.collection_id, columns.source_key,
         columns.root_object_id, columns.source_collection_id, columns.source_document_id, columns.processing_tier, columns.fields,
         columns.owner_principal, columns.grants,
       ] as unknown as Knex.RawBinding[],
-    )) as { rows: Array<Omit<DocumentRow, 'fields'> & { inserted: boolean }> };
+    )) as { rows: Array<{ rows: string }> };
+    const rows = { rows: (JSON.parse(result.rows[0]?.rows ?? '[]') as Array<WrittenJson>).map(writtenFromJson) };
     const added = new Map<string, number>();
     for (const row of rows.rows) if (row.inserted) added.set(row.collection_id, (added.get(row.collection_id) ?? 0) + 1);
     for (const [collectionId, count] of added) await db('collections').where({ collection_id: collectionId }).increment('document_count', count);
