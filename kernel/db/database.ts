@@ -28,6 +28,11 @@ export interface JsonRead {
   sql: string;
 }
 
+/** A row read as JSON (a JsonRead, or rows aggregated with json_agg) with its timestamps back to dates, as knex reads give them. */
+export function withDates<T extends { created_at: Date; updated_at: Date }>(row: Record<string, unknown>): T {
+  return { ...row, created_at: new Date(row.created_at as string), updated_at: new Date(row.updated_at as string) } as unknown as T;
+}
+
 export type Database = Knex;
 
 export interface DatabaseHandle {

@@ -1,6 +1,6 @@
 /** Object rows and their listing: filters, sort and keyset (cursor) pagination. */
 import type { Knex } from 'knex';
-import type { DatabaseHandle, JsonRead } from '../../../kernel/db/database.js';
+import { withDates, type DatabaseHandle, type JsonRead } from '../../../kernel/db/database.js';
 import { cursorFields, decodeCursor, encodeCursor, type CursorField } from '../../../kernel/http/cursor.js';
 import type { ParsedFilter } from '../../../kernel/filters/filter.js';
 import { columnFieldResolver, whereFilter } from '../../../kernel/filters/sql.js';
@@ -72,11 +72,6 @@ const OBJECTS_BY_IDS: JsonRead = {
   sql: 'select * from objects where organization_id = $1 and bucket_id = $2 and object_id = any($3::text[])',
 };
 
-/** An object row read as JSON: its timestamps back to dates, as every other read has them. */
-function objectFromJson(row: Record<string, unknown>): ObjectRow {
-  return { ...(row as unknown as ObjectRow), created_at: new Date(row.created_at as string), updated_at: new Date(row.updated_at as string) };
-}
-
 export class ObjectStore {
   private readonly db: Knex;
 
@@ -93,7 +88,7 @@ export class ObjectStore {
     if (objectIds.length === 0) return [];
     // The ids as one array parameter (one statement whatever the count), the rows as one JSON text: on the
     // embedded database, converting each row's columns in its thread cost more than reading them.
-    return (await this.database.readJson(OBJECTS_BY_IDS, [organizationId, bucketId, [...objectIds]])).map(objectFromJson);
+    return (await this.database.readJson(OBJECTS_BY_IDS, [organizationId, bucketId, [...objectIds]])).map((row) => withDates<ObjectRow>(row));
   }
 
   async keyTaken(bucketId: string, key: string): Promise<boolean> {

@@ -4,6 +4,7 @@
  * what one principal owns or was granted (user-scoped `usr_sk_` keys).
  */
 import type { Knex } from 'knex';
+import { withDates } from '../../../kernel/db/database.js';
 import { cursorFields, decodeCursor, encodeCursor } from '../../../kernel/http/cursor.js';
 import type { ParsedFilter } from '../../../kernel/filters/filter.js';
 import { whereFilter, type FieldResolver } from '../../../kernel/filters/sql.js';
@@ -79,12 +80,8 @@ const RETURNED_WITHOUT_FIELDS = [
   'source_document_id', 'processing_tier', 'metadata', 'owner_principal', 'grants', 'created_at', 'updated_at',
 ].join(', ');
 
-/** A row of upsertMany's RETURNING, as JSON: timestamps as text. */
-type WrittenJson = Omit<DocumentRow, 'fields' | 'created_at' | 'updated_at'> & { created_at: string; updated_at: string; inserted: boolean };
-
-function writtenFromJson(row: WrittenJson): Omit<DocumentRow, 'fields'> & { inserted: boolean } {
-  return { ...row, created_at: new Date(row.created_at), updated_at: new Date(row.updated_at) };
-}
+/** A row of upsertMany's RETURNING. */
+type WrittenRow = Omit<DocumentRow, 'fields'> & { inserted: boolean };
 
 export class DocumentStore {
   /** Every write and delete here keeps the text index current, in the same transaction when there is one. */
@@ -153,7 +150,8 @@ export class DocumentStore {
     if (!db.isTransaction) return this.db.transaction((trx) => this.upsertMany(writes, trx));
     const now = new Date();
     // One row per source key: a repeated key in one statement would make ON CONFLICT fail.
-    const unique = [...new Map(writes.map((w) => [`${w.collectionId}\u0000${w.sourceKey}`, w])).values()];
+    const bySourceKey = new Map(writes.map((w) => [`${w.collectionId}\u0000${w.sourceKey}`, w]));
+    const unique = [...bySourceKey.values()];
     const columns = {
       document_id: [] as string[], organization_id: [] as string[], namespace_id: [] as string[], collection_id: [] as string[],
       source_key: [] as string[], root_object_id: [] as Array<string | null>, source_collection_id: [] as Array<string | null>,
@@ -194,13 +192,12 @@ export class DocumentStore {
         columns.owner_principal, columns.grants,
       ] as unknown as Knex.RawBinding[],
     )) as { rows: Array<{ rows: string }> };
-    const rows = { rows: (JSON.parse(result.rows[0]?.rows ?? '[]') as Array<WrittenJson>).map(writtenFromJson) };
+    const rows = (JSON.parse(result.rows[0]?.rows ?? '[]') as Array<Record<string, unknown>>).map((row) => withDates<WrittenRow>(row));
     const added = new Map<string, number>();
-    for (const row of rows.rows) if (row.inserted) added.set(row.collection_id, (added.get(row.collection_id) ?? 0) + 1);
+    for (const row of rows) if (row.inserted) added.set(row.collection_id, (added.get(row.collection_id) ?? 0) + 1);
     for (const [collectionId, count] of added) await db('collections').where({ collection_id: collectionId }).increment('document_count', count);
     // The fields are the ones just written (an upsert replaces them whole): not read back and parsed again.
-    const fieldsOf = new Map(unique.map((w) => [`${w.collectionId}\u0000${w.sourceKey}`, w.fields]));
-    const written = rows.rows.map(({ inserted: _inserted, ...row }): DocumentRow => ({ ...row, fields: fieldsOf.get(`${row.collection_id}\u0000${row.source_key}`)! }));
+    const written = rows.map(({ inserted: _inserted, ...row }): DocumentRow => ({ ...row, fields: bySourceKey.get(`${row.collection_id}\u0000${row.source_key}`)!.fields }));
     await this.indexText(written, db);
     return written;
   }

@@ -4,7 +4,7 @@
  * features those collections index (the same index names processing writes to).
  */
 import type { Knex } from 'knex';
-import type { DatabaseHandle, JsonRead } from '../../../kernel/db/database.js';
+import { withDates, type DatabaseHandle, type JsonRead } from '../../../kernel/db/database.js';
 import { deepFreeze } from '../../../kernel/db/local-read-cache.js';
 import { NotFoundError } from '../../../kernel/errors.js';
 import { whereFilter } from '../../../kernel/filters/sql.js';
@@ -35,11 +35,6 @@ const VISIBLE_DOCUMENTS_BY_IDS: JsonRead = {
   parameterTypes: ['text', 'text[]', 'text[]', 'text', 'text'],
   sql: `${BY_IDS} and (owner_principal = $4 or grants @> $5::jsonb)`,
 };
-
-/** A document row read as JSON (JsonRead): its timestamps back to dates, as every other read has them. */
-function fromJson(row: Record<string, unknown>): DocumentRow {
-  return { ...(row as unknown as DocumentRow), created_at: new Date(row.created_at as string), updated_at: new Date(row.updated_at as string) };
-}
 
 /** `visible()`'s condition for a row in memory: the principal owns the document or was granted it. */
 function visibleTo(row: DocumentRow, principalId: string | null): boolean {
@@ -118,7 +113,7 @@ export class CollectionDocumentSource implements DocumentSource {
         ? await this.database.readJson(VISIBLE_DOCUMENTS_BY_IDS, [organizationId, [...collectionIds], ids, principalId, JSON.stringify([principalId])])
         : await this.database.readJson(DOCUMENTS_BY_IDS, [organizationId, [...collectionIds], ids]);
       for (const json of rows) {
-        const row = fromJson(json);
+        const row = withDates<DocumentRow>(json);
         byId.set(row.document_id, toStageDocument(row, principalId));
         if (this.cache.enabled) this.cache.keep(generation, row);
       }
