@@ -229,13 +229,25 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
   return app;
 }
 
+/** Past this many characters a reply is encoded once, into a Buffer (see sendJson). */
+const LARGE_REPLY = 16 * 1024;
+
 /**
  * What res.json does, as one socket write: express turns the text into a Buffer, which Node then writes
- * after the headers (two chunks, a copy and a writev); a string is sent in the headers' own write.
+ * after the headers (two chunks, a copy and a writev); a string is sent in the headers' own write. A large
+ * reply is the other way round: sent as a string, its UTF-8 length is counted and then it is encoded into
+ * the socket's write (two passes over, say, the 570 KB of a 10,000-object batch: 4–11 ms), against one
+ * encoding into a Buffer (about 3 ms).
  */
 export function sendJson(res: Response, body: unknown): void {
   const text = JSON.stringify(body);
   if (!res.hasHeader('Content-Type')) res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  if (text.length > LARGE_REPLY) {
+    const bytes = Buffer.from(text);
+    res.setHeader('Content-Length', bytes.length);
+    res.end(bytes);
+    return;
+  }
   res.setHeader('Content-Length', Buffer.byteLength(text));
   res.end(text);
 }

@@ -97,6 +97,11 @@ const KNOWN_BATCHES = 32;
 /** Past this many chunks to fetch whole, one query by the caller's filter beats a list of keys. */
 const FETCH_BY_KEYS = 64;
 
+/** Object ids this process keeps of submitted batches, all batches together (about 40 bytes each). */
+const KNOWN_IDS = 200_000;
+
+type IdLists = Pick<BatchRow, 'object_ids' | 'loaded_object_ids'>;
+
 function chunkKeyOf(c: ChunkKey): string {
   return `${c.generation}\u0000${c.tier}\u0000${c.collection_id}\u0000${c.chunk_index}`;
 }
@@ -111,10 +116,77 @@ export class BatchStore {
    */
   private readonly known = new Map<string, Map<string, KnownChunk>>();
 
-  constructor(private readonly db: Knex) {}
+  /** `knownObjectIds`: how many object ids (of all batches together) `idLists` holds at most. */
+  constructor(
+    private readonly db: Knex,
+    private readonly options: { knownObjectIds: number } = { knownObjectIds: KNOWN_IDS },
+  ) {}
 
-  find(organizationId: string, batchId: string, db: Knex = this.db): Promise<BatchRow | undefined> {
-    return db<BatchRow>('batches').where({ organization_id: organizationId, batch_id: batchId }).first();
+  /**
+   * Id lists of submitted batches, by batch. A batch's `object_ids` and `loaded_object_ids` never change once
+   * it leaves DRAFT (objects are added only to a DRAFT batch, `loaded_object_ids` is set by its submit), so
+   * these never go stale; batch ids are never reused. A status poll of a 10,000-object batch read, parsed,
+   * passed between threads and collected some 600 KB of ids it had already read the time before.
+   */
+  private readonly idLists = new Map<string, IdLists>();
+  private idListsSize = 0;
+
+  async find(organizationId: string, batchId: string, db: Knex = this.db): Promise<BatchRow | undefined> {
+    const where = { organization_id: organizationId, batch_id: batchId };
+    const lists = this.knownIdLists(batchId);
+    if (lists) {
+      const head = (await db<BatchRow>('batches').where(where).first(...LOCKED_COLUMNS)) as LockedBatch | undefined;
+      return head && { ...head, ...lists };
+    }
+    const row = await db<BatchRow>('batches').where(where).first();
+    if (row) this.rememberIdLists(row, db);
+    return row;
+  }
+
+  /** The rows completed with their id lists: remembered ones, the others read in one query. */
+  private async withIdLists(heads: readonly LockedBatch[], db: Knex = this.db): Promise<BatchRow[]> {
+    const missing = heads.filter((h) => !this.knownIdLists(h.batch_id)).map((h) => h.batch_id);
+    const read = new Map<string, IdLists>();
+    if (missing.length > 0) {
+      const rows = (await db('batches').whereIn('batch_id', missing).select('batch_id', 'object_ids', 'loaded_object_ids')) as Array<IdLists & { batch_id: string }>;
+      for (const { batch_id, ...lists } of rows) read.set(batch_id, lists);
+    }
+    const out: BatchRow[] = [];
+    for (const head of heads) {
+      const lists = this.knownIdLists(head.batch_id) ?? read.get(head.batch_id);
+      if (!lists) continue; // deleted between the two reads
+      const row: BatchRow = { ...head, ...lists };
+      this.rememberIdLists(row, db);
+      out.push(row);
+    }
+    return out;
+  }
+
+  private knownIdLists(batchId: string): IdLists | undefined {
+    const lists = this.idLists.get(batchId);
+    if (lists) {
+      // Most recently read last: the first entries are the ones forgotten when too many are held.
+      this.idLists.delete(batchId);
+      this.idLists.set(batchId, lists);
+    }
+    return lists;
+  }
+
+  /** Keeps a submitted batch's id lists, read outside any transaction (so committed). Frozen: rows share them. */
+  private rememberIdLists(row: BatchRow, db: Knex): void {
+    if (row.status === 'DRAFT' || db.isTransaction || this.idLists.has(row.batch_id)) return;
+    const size = row.object_ids.length + (row.loaded_object_ids?.length ?? 0);
+    if (size > this.options.knownObjectIds) return;
+    this.idLists.set(row.batch_id, {
+      object_ids: Object.freeze(row.object_ids) as string[],
+      loaded_object_ids: row.loaded_object_ids && (Object.freeze(row.loaded_object_ids) as string[]),
+    });
+    this.idListsSize += size;
+    for (const [batchId, lists] of this.idLists) {
+      if (this.idListsSize <= this.options.knownObjectIds) break;
+      this.idLists.delete(batchId);
+      this.idListsSize -= lists.object_ids.length + (lists.loaded_object_ids?.length ?? 0);
+    }
   }
 
   /** What a running chunk checks to know whether its batch still runs it (without the row's id lists). */
@@ -158,12 +230,15 @@ export class BatchStore {
       const c = decodeCursor(options.cursor, { t: cursorFields.timestamp(), id: cursorFields.id('btch') });
       q.whereRaw('(created_at, batch_id) < (?::timestamptz, ?)', [c.t, c.id]);
     }
-    const rows = await q.orderBy([{ column: 'created_at', order: 'desc' }, { column: 'batch_id', order: 'desc' }]).limit(options.limit + 1);
-    const page = rows.slice(0, options.limit);
+    const heads = (await q
+      .orderBy([{ column: 'created_at', order: 'desc' }, { column: 'batch_id', order: 'desc' }])
+      .limit(options.limit + 1)
+      .select(...LOCKED_COLUMNS)) as LockedBatch[];
+    const page = await this.withIdLists(heads.slice(0, options.limit));
     const last = page.at(-1);
     return {
       rows: page,
-      nextCursor: rows.length > options.limit && last ? encodeCursor({ t: new Date(last.created_at).toISOString(), id: last.batch_id }) : null,
+      nextCursor: heads.length > options.limit && last ? encodeCursor({ t: new Date(last.created_at).toISOString(), id: last.batch_id }) : null,
     };
   }
 
@@ -181,8 +256,8 @@ export class BatchStore {
   }
 
   /** Running batches (the health probe's subjects). */
-  running(): Promise<BatchRow[]> {
-    return this.db<BatchRow>('batches').whereIn('status', ['PENDING', 'IN_PROGRESS']);
+  async running(): Promise<BatchRow[]> {
+    return this.withIdLists((await this.db('batches').whereIn('status', ['PENDING', 'IN_PROGRESS']).select(...LOCKED_COLUMNS)) as LockedBatch[]);
   }
 
   // ------------------------------------------------------------------------------------------- chunks

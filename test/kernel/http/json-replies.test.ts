@@ -29,6 +29,25 @@ describe('JSON replies without response validation', () => {
     expect(body).toMatchObject({ namespace_name: 'replies', description });
   });
 
+  it('sends a large reply (encoded once, as bytes) whole, with its length in bytes', async () => {
+    const headers = { Authorization: `Bearer ${t.adminKey}`, 'Content-Type': 'application/json', 'X-Namespace': 'replies' };
+    // Past the 16 K characters where the reply goes out as a Buffer: 24 descriptions of 960 non-ASCII characters.
+    for (let i = 0; i < 24; i++) {
+      const res = await fetch(`${t.url}/v1/buckets`, {
+        method: 'POST', headers, body: JSON.stringify({ bucket_name: `large-reply-${i}`, description: `${i} ${'検索✓é'.repeat(240)}` }),
+      });
+      expect(res.status).toBe(201);
+    }
+    const res = await fetch(`${t.url}/v1/buckets?limit=100`, { headers });
+    const bytes = Buffer.from(await res.arrayBuffer());
+    expect(res.status).toBe(200);
+    expect(bytes.length).toBeGreaterThan(16 * 1024 * 2);
+    expect(Number(res.headers.get('content-length'))).toBe(bytes.length);
+    const listed = JSON.parse(bytes.toString('utf8')) as { results: Array<{ bucket_name: string; description: string }> };
+    expect(listed.results.filter((b) => b.bucket_name.startsWith('large-reply-')).map((b) => b.description).sort())
+      .toEqual(Array.from({ length: 24 }, (_, i) => `${i} ${'検索✓é'.repeat(240)}`).sort());
+  });
+
   it('answers reads the same way, and errors as ErrorResponse', async () => {
     const me = await fetch(`${t.url}/v1/me`, { headers: { Authorization: `Bearer ${t.adminKey}` } });
     expect(me.status).toBe(200);

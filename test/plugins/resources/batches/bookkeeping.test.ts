@@ -86,6 +86,55 @@ describe('batch bookkeeping', () => {
     expect(await store.allChunks(batchId)).toEqual(await raw());
   });
 
+  it('reads a submitted batch\'s object id lists once, a draft\'s every time, and holds a bounded number of ids', async () => {
+    expect((await api('POST', '/v1/buckets', { bucket_name: 'lists' })).status).toBe(201);
+    const create = await api('POST', '/v1/collections/create', {
+      collection_name: 'lists', source: { type: 'bucket', bucket_id: 'lists' }, feature_extractors: [{ feature_extractor_name: 'text_extractor' }],
+    });
+    expect(create.status, JSON.stringify(create.body)).toBe(201);
+    const ids: string[] = [];
+    for (const key of ['a', 'b', 'c']) ids.push((await api('POST', '/v1/buckets/lists/objects', { key, blobs: [{ property: 'content', text: key }] })).body.object_id);
+    const db = t.kernel.services.get(DatabaseHandle).db;
+    const org = (await db('buckets').where({ bucket_name: 'lists' }).first('organization_id')).organization_id as string;
+    const store = new BatchStore(db, { knownObjectIds: 5 });
+    const fresh = (batchId: string) => new BatchStore(db).find(org, batchId);
+
+    // A DRAFT batch's objects change: every read sees the latest.
+    const draft = (await api('POST', '/v1/buckets/lists/batches', { object_ids: [ids[0]] })).body.batch_id as string;
+    expect((await store.find(org, draft))?.object_ids).toEqual([ids[0]]);
+    expect((await api('POST', `/v1/buckets/lists/batches/${draft}/objects`, { object_ids: [ids[1]] })).status).toBe(200);
+    expect((await store.find(org, draft))?.object_ids).toEqual([ids[0], ids[1]]);
+
+    // Submitted, its lists never change again: read once. The change written behind the store's back here only
+    // shows which read answered; the other columns are read every time.
+    expect((await api('POST', `/v1/buckets/lists/batches/${draft}/submit`)).status).toBe(202);
+    const submitted = await store.find(org, draft);
+    expect(submitted).toEqual(await fresh(draft));
+    expect(submitted).toMatchObject({ status: 'PENDING', object_ids: [ids[0], ids[1]], loaded_object_ids: [ids[0], ids[1]] });
+    await db('batches').where({ batch_id: draft }).update({ object_ids: JSON.stringify(['obj_written_behind']), metadata: JSON.stringify({ seen: true }) });
+    expect(await store.find(org, draft)).toMatchObject({ object_ids: [ids[0], ids[1]], loaded_object_ids: [ids[0], ids[1]], metadata: { seen: true } });
+    expect((await fresh(draft))?.object_ids).toEqual(['obj_written_behind']);
+    expect(Object.isFrozen((await store.find(org, draft))?.object_ids)).toBe(true);
+    // Lists and the running batches complete their rows from the same memory.
+    const listed = (await store.list(org, (await db('buckets').where({ bucket_name: 'lists' }).first('bucket_id')).bucket_id, { limit: 10 })).rows;
+    expect(listed.map((r) => [r.batch_id, r.object_ids])).toEqual([[draft, [ids[0], ids[1]]]]);
+    expect((await store.running()).find((r) => r.batch_id === draft)?.loaded_object_ids).toEqual([ids[0], ids[1]]);
+
+    // A second submitted batch (2 more ids, 6 in all, past the 5 held): the least recently read goes.
+    const second = (await api('POST', '/v1/buckets/lists/batches', { object_ids: [ids[2]] })).body.batch_id as string;
+    expect((await api('POST', `/v1/buckets/lists/batches/${second}/submit`)).status).toBe(202);
+    expect((await store.find(org, second))?.object_ids).toEqual([ids[2]]);
+    await db('batches').where({ batch_id: second }).update({ object_ids: JSON.stringify(['obj_second_behind']) });
+    expect((await store.find(org, second))?.object_ids).toEqual([ids[2]]);
+    expect((await store.find(org, draft))?.object_ids).toEqual(['obj_written_behind']);
+
+    // Read inside a transaction (which may roll back): not remembered.
+    const inTransaction = new BatchStore(db);
+    await db.transaction((trx) => inTransaction.find(org, second, trx));
+    await db('batches').where({ batch_id: second }).update({ object_ids: JSON.stringify(['obj_after_transaction']) });
+    expect((await inTransaction.find(org, second))?.object_ids).toEqual(['obj_after_transaction']);
+  });
+
   it('gives the documents the extractor would read itself, from blobs read ahead or not, one per record', async () => {
     expect((await api('POST', '/v1/buckets', { bucket_name: 'texts' })).status).toBe(201);
     const create = await api('POST', '/v1/collections/create', {
