@@ -89,30 +89,48 @@ export class ChangeLog {
   ): Promise<{ result: T; head: ChangeLogHead }> {
     await this.setup();
     let result: T | undefined;
-    if (!lockDuringWork) result = await work();
-    const head = await this.db.transaction(async (trx) => {
-      await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`tessera.changelog:${this.versions}:${key}`]);
-      if (lockDuringWork) result = await work();
-      const bumped = (await trx.raw(
-        `insert into ${this.versions} (key, version, pruned_below, generation) values (?, 1, 0, ?)
+    let bumped: BumpedRow;
+    if (lockDuringWork) {
+      bumped = await this.db.transaction(async (trx) => {
+        await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`tessera.changelog:${this.versions}:${key}`]);
+        result = await work();
+        return this.record(trx, key, ids, reset);
+      });
+    } else {
+      result = await work();
+      // One statement, atomic by itself, with no transaction around it: the bump's row lock holds concurrent
+      // writers of the key until it commits, so versions still follow the order of the records.
+      bumped = await this.record(this.db, key, ids, reset);
+    }
+    const version = Number(bumped.version);
+    let prunedBelow = Number(bumped.pruned_below);
+    if (version % this.keepVersions === 0) {
+      prunedBelow = version - this.keepVersions;
+      await this.prune(key, prunedBelow);
+    }
+    return { result: result as T, head: { version, prunedBelow, generation: bumped.generation } };
+  }
+
+  /** Bumps the key's version and records `ids` under it, in one statement. */
+  private async record(db: Knex, key: string, ids: readonly string[], reset: boolean): Promise<BumpedRow> {
+    const res = (await db.raw(
+      `with bumped as (
+         insert into ${this.versions} (key, version, pruned_below, generation) values (?, 1, 0, ?)
          on conflict (key) do update set version = ${this.versions}.version + 1${reset ? ', generation = excluded.generation' : ''}
-         returning version, pruned_below, generation`,
-        [key, newGeneration()],
-      )) as { rows: Array<{ version: string | number; pruned_below: string | number; generation: string }> };
-      const row = bumped.rows[0]!;
-      const version = Number(row.version);
-      let prunedBelow = Number(row.pruned_below);
-      if (ids.length > 0) {
-        await trx.raw(`insert into ${this.changes} (key, version, id) select ?, ?, unnest(?::text[])`, [key, version, [...ids]] as unknown as Knex.RawBinding[]);
-      }
-      if (version % this.keepVersions === 0) {
-        prunedBelow = version - this.keepVersions;
-        await trx.raw(`delete from ${this.changes} where key = ? and version <= ?`, [key, prunedBelow]);
-        await trx.raw(`update ${this.versions} set pruned_below = ? where key = ?`, [prunedBelow, key]);
-      }
-      return { version, prunedBelow, generation: row.generation };
+         returning version, pruned_below, generation),
+       logged as (insert into ${this.changes} (key, version, id) select ?, bumped.version, unnest(?::text[]) from bumped)
+       select version, pruned_below, generation from bumped`,
+      [key, newGeneration(), key, [...ids]] as unknown as Knex.RawBinding[],
+    )) as { rows: BumpedRow[] };
+    return res.rows[0]!;
+  }
+
+  /** Forgets the entries at or below `horizon`: a copy older than that reloads. */
+  private async prune(key: string, horizon: number): Promise<void> {
+    await this.db.transaction(async (trx) => {
+      await trx.raw(`delete from ${this.changes} where key = ? and version <= ?`, [key, horizon]);
+      await trx.raw(`update ${this.versions} set pruned_below = greatest(pruned_below, ?) where key = ?`, [horizon, key]);
     });
-    return { result: result as T, head };
   }
 
   /**
@@ -145,6 +163,12 @@ export class ChangeLog {
       await trx.raw(`delete from ${this.versions} where key = ?`, [key]);
     });
   }
+}
+
+interface BumpedRow {
+  version: string | number;
+  pruned_below: string | number;
+  generation: string;
 }
 
 function newGeneration(): string {

@@ -176,21 +176,14 @@ export class SqlTextIndex implements TextIndex {
       }
     }
     const ids = unique.map((d) => d.document_id);
-    await this.writing(db, collectionId, ids, async (trx) => {
-      await trx.raw('delete from text_documents where collection_id = ? and document_id = any(?::text[])', [collectionId, ids] as unknown as Knex.RawBinding[]);
-      if (written.doc.length === 0) return;
-      await trx.raw('insert into text_documents (collection_id, document_id, postings) select ?, d, p from unnest(?::text[], ?::text[]) as u(d, p)', [
-        collectionId, written.doc, written.postings,
-      ] as unknown as Knex.RawBinding[]);
-    });
+    const withPostings = new Set(written.doc);
+    await this.writing(db, collectionId, ids, { put: written, remove: ids.filter((id) => !withPostings.has(id)) });
   }
 
   async remove(collectionId: string, documentIds: readonly string[], db: Knex = this.db): Promise<void> {
     if (documentIds.length === 0) return;
     const ids = [...new Set(documentIds)];
-    await this.writing(db, collectionId, ids, async (trx) => {
-      await trx.raw('delete from text_documents where collection_id = ? and document_id = any(?::text[])', [collectionId, ids] as unknown as Knex.RawBinding[]);
-    });
+    await this.writing(db, collectionId, ids, { put: { doc: [], postings: [] }, remove: ids });
   }
 
   async dropCollection(collectionId: string, db: Knex = this.db): Promise<void> {
@@ -355,26 +348,42 @@ export class SqlTextIndex implements TextIndex {
     return copy;
   }
 
-  /** Runs a write of one collection's postings with its change-log entry, one writer per collection at a time. */
-  private writing(db: Knex, collectionId: string, documentIds: readonly string[], work: (trx: Knex) => Promise<void>): Promise<void> {
-    return db.transaction(async (trx) => {
+  /**
+   * Writes one collection's postings (`put` replaces a document's, `remove` drops them) with its change-log
+   * entry, one writer per collection at a time: the lock, then one statement for the rest (on the embedded
+   * database, each statement is a round trip to its thread, and the five this took cost as much as the rows).
+   * Inside the caller's transaction when there is one.
+   */
+  private writing(
+    db: Knex,
+    collectionId: string,
+    documentIds: readonly string[],
+    change: { put: { doc: string[]; postings: string[] }; remove: readonly string[] },
+  ): Promise<void> {
+    const run = async (trx: Knex) => {
       await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`tessera.text:${collectionId}`]);
-      await work(trx);
       const bumped = (await trx.raw(
-        `insert into text_versions (collection_id, version, pruned_below) values (?, 1, 0)
-         on conflict (collection_id) do update set version = text_versions.version + 1 returning version`,
-        [collectionId],
+        `with removed as (delete from text_documents where collection_id = ? and document_id = any(?::text[])),
+         put as (
+           insert into text_documents (collection_id, document_id, postings) select ?, d, p from unnest(?::text[], ?::text[]) as u(d, p)
+           on conflict (collection_id, document_id) do update set postings = excluded.postings),
+         bumped as (
+           insert into text_versions (collection_id, version, pruned_below) values (?, 1, 0)
+           on conflict (collection_id) do update set version = text_versions.version + 1 returning version),
+         logged as (insert into text_changes (collection_id, version, document_id) select ?, bumped.version, unnest(?::text[]) from bumped)
+         select version from bumped`,
+        [
+          collectionId, [...change.remove], collectionId, change.put.doc, change.put.postings, collectionId, collectionId, [...documentIds],
+        ] as unknown as Knex.RawBinding[],
       )) as { rows: Array<{ version: string | number }> };
       const version = Number(bumped.rows[0]!.version);
-      await trx.raw('insert into text_changes (collection_id, version, document_id) select ?, ?, unnest(?::text[])', [
-        collectionId, version, [...documentIds],
-      ] as unknown as Knex.RawBinding[]);
       if (version % this.changeLogVersions === 0) {
         const horizon = version - this.changeLogVersions;
         await trx.raw('delete from text_changes where collection_id = ? and version <= ?', [collectionId, horizon]);
         await trx.raw('update text_versions set pruned_below = ? where collection_id = ?', [horizon, collectionId]);
       }
-    });
+    };
+    return db.isTransaction ? run(db) : db.transaction(run);
   }
 }
 
