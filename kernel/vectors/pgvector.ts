@@ -10,12 +10,13 @@
  * exact scan ordered by distance is both fast and perfect (recall 1.0); above it the HNSW index runs
  * with iterative scans, so a filter that rejects many candidates still fills the limit.
  */
+import os from 'node:os';
 import { ConflictError, NotFoundError } from '../errors.js';
 import type { Database } from '../db/database.js';
 import type { ParsedFilter } from '../filters/filter.js';
 import { filterToSql, type FieldResolver } from '../filters/sql.js';
 import {
-  checkIndexName, checkLimit, checkSpec, checkVector, dedupeById,
+  checkFloats, checkIndexName, checkLimit, checkSpec, dedupeById,
   type Distance, type IndexSpec, type VectorHit, type VectorIndex, type VectorQuery, type VectorRecord,
 } from './vector-index.js';
 
@@ -168,7 +169,7 @@ export class PgvectorIndex implements VectorIndex {
     const spec = await this.spec(name);
     const rows = dedupeById(records).map((r) => ({
       id: r.id,
-      embedding: vectorBytes(checkVector(r.vector, spec.dims, r.id)),
+      embedding: vectorBytes(checkFloats(r.vector, spec.dims, r.id)),
       payload: JSON.stringify(r.payload ?? {}),
     }));
     const table = this.table(name);
@@ -243,7 +244,7 @@ export class PgvectorIndex implements VectorIndex {
   async search(name: string, query: VectorQuery): Promise<VectorHit[]> {
     const spec = await this.spec(name);
     const limit = checkLimit(query.limit);
-    const vector = vectorBytes(checkVector(query.vector, spec.dims));
+    const vector = vectorBytes(checkFloats(query.vector, spec.dims));
     const where = compile(query.filter);
     const plan = await this.plan(name, query.filter);
     const { op, score } = OPS[spec.distance];
@@ -329,13 +330,17 @@ function compile(filter: ParsedFilter | undefined): { text: string; bindings: Ar
  * database never parses text: in PGlite (WASM, where strtof runs on software long doubles) parsing one
  * 384-d text literal cost ~0.5 ms, ten times the rest of the insert.
  */
-function vectorBytes(values: number[]): Buffer {
-  const bytes = Buffer.allocUnsafe(4 + 4 * values.length);
-  bytes.writeInt16BE(values.length, 0);
+/** pgvector's binary form: dimensions and a reserved word (int16 each), then big-endian float32s. */
+function vectorBytes(floats: Float32Array): Buffer {
+  const bytes = Buffer.allocUnsafe(4 + floats.byteLength);
+  bytes.writeInt16BE(floats.length, 0);
   bytes.writeInt16BE(0, 2);
-  for (let i = 0; i < values.length; i++) bytes.writeFloatBE(values[i]!, 4 + 4 * i);
+  Buffer.from(floats.buffer, floats.byteOffset, floats.byteLength).copy(bytes, 4);
+  if (LITTLE_ENDIAN) bytes.subarray(4).swap32();
   return bytes;
 }
+
+const LITTLE_ENDIAN = os.endianness() === 'LE';
 
 /** Selects a vector column as hex of its binary form (`vectorFromHex` reads it): no float formatting in the database. */
 const VECTOR_AS_HEX = "encode(vector_send(embedding), 'hex')";

@@ -90,10 +90,31 @@ export function checkVector(vector: number[] | Float32Array, dims: number, id?: 
   if (values.length !== dims) {
     throw new InputError(`vector has ${values.length} dimensions, the index expects ${dims}`, { ...(id ? { id } : {}), dims });
   }
-  if (!values.every((v) => typeof v === 'number' && Number.isFinite(v))) {
+  // Every engine stores float32: a number too large for one is no more storable than Infinity.
+  if (!values.every((v) => typeof v === 'number' && Number.isFinite(Math.fround(v)))) {
     throw new InputError('vector values must be finite numbers', id ? { id } : undefined);
   }
   return values;
+}
+
+/**
+ * `checkVector` for engines that store float32: the same checks and errors, answered as a Float32Array
+ * (the caller's own when it is one, not copied), so a batch's vectors are not turned into arrays of numbers
+ * and back on their way to the store.
+ */
+export function checkFloats(vector: number[] | Float32Array, dims: number, id?: string): Float32Array {
+  if (vector.length !== dims) {
+    throw new InputError(`vector has ${vector.length} dimensions, the index expects ${dims}`, { ...(id ? { id } : {}), dims });
+  }
+  if (!(vector instanceof Float32Array) && !vector.every((v) => typeof v === 'number')) {
+    throw new InputError('vector values must be finite numbers', id ? { id } : undefined);
+  }
+  const floats = vector instanceof Float32Array ? vector : Float32Array.from(vector);
+  // Checked as float32: a number too large for one is no more storable than Infinity.
+  for (let i = 0; i < floats.length; i++) {
+    if (!Number.isFinite(floats[i]!)) throw new InputError('vector values must be finite numbers', id ? { id } : undefined);
+  }
+  return floats;
 }
 
 export function checkLimit(limit: number): number {

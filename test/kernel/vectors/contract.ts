@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConflictError, NotFoundError } from '../../../kernel/errors.js';
+import { ConflictError, InputError, NotFoundError } from '../../../kernel/errors.js';
 import { seededRandom } from '../../../kernel/random.js';
 import { matchesFilter, parseFilter, type FilterInput } from '../../../kernel/filters/filter.js';
 import type { Distance, VectorIndex, VectorRecord } from '../../../kernel/vectors/vector-index.js';
@@ -175,6 +175,24 @@ export function runVectorIndexContract(name: string, factory: () => Promise<Vect
         expect(Array.from(r.vector)).toHaveLength(DIMS);
         Array.from(r.vector).forEach((v, i) => expect(v).toBeCloseTo(Array.from(original.vector)[i]!, 5));
       }
+    });
+
+    it('takes vectors as arrays or Float32Arrays, and refuses other dims or values that are not finite (float32)', async () => {
+      const name = fresh();
+      await index.ensureIndex({ name, dims: 3, distance: 'l2' });
+      await index.upsert(name, [
+        { id: 'plain', vector: [1, 0, 0], payload: {} },
+        { id: 'typed', vector: Float32Array.from([0, 1, 0]), payload: {} },
+      ]);
+      const hits = await index.search(name, { vector: Float32Array.from([0, 0.9, 0]), limit: 2 });
+      expect(hits.map((h) => h.id)).toEqual(['typed', 'plain']);
+      for (const vector of [[1, 0], [1, 0, 0, 0], [1, Number.NaN, 0], [Number.POSITIVE_INFINITY, 0, 0], [1e39, 0, 0], Float32Array.from([0, 0, Number.NaN])]) {
+        await expect(index.upsert(name, [{ id: 'bad', vector, payload: {} }])).rejects.toBeInstanceOf(InputError);
+        await expect(index.search(name, { vector, limit: 1 })).rejects.toBeInstanceOf(InputError);
+      }
+      await expect(index.upsert(name, [{ id: 'bad', vector: [1, '2', 3] as unknown as number[], payload: {} }])).rejects.toBeInstanceOf(InputError);
+      expect(await index.count(name)).toBe(2);
+      await index.dropIndex(name);
     });
 
     it('re-upserting the same ids replaces and never duplicates', async () => {

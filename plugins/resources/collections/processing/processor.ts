@@ -344,7 +344,7 @@ export class DocumentProcessor implements CollectionProcessor {
       }
       for (const [name, value] of Object.entries(draft.fields)) entry.write.fields[rename(name)] = value;
       for (const [name, vector] of Object.entries(draft.features ?? {})) {
-        entry.features[rename(name)] = { vector: Array.from(vector), distance: distance.get(name) ?? 'cosine' };
+        entry.features[rename(name)] = { vector, distance: distance.get(name) ?? 'cosine' };
       }
     }
     return made;
