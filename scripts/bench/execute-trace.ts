@@ -1,10 +1,11 @@
 /**
- * `tsx scripts/bench/execute-trace.ts [--runs N] [--docs D] [--distinct Q] [--cpu-profile FILE] [--clients C --seconds S]`
+ * `tsx scripts/bench/execute-trace.ts [--runs N] [--docs D] [--distinct Q] [--cpu-profile FILE] [--heap-profile FILE] [--clients C --seconds S]`
  *
  * Where one saved `feature_search` execute through HTTP spends its time: N executes at one client over
  * D documents (default 1,000), then the database statements each execute issued (count and milliseconds per execute,
  * grouped by statement) and, with --cpu-profile, a V8 CPU profile of the timed executes only (open it in
- * Chrome DevTools); with --clients, then executes/s with C requests in flight for S seconds. Queries are the documents' own vectors, each different unless --distinct Q repeats the first Q
+ * Chrome DevTools), with --heap-profile a sampled profile of what the timed executes allocated on the service's thread,
+ * garbage included (what young-generation collections, and so the latency tail, come from); with --clients, then executes/s with C requests in flight for S seconds. Queries are the documents' own vectors, each different unless --distinct Q repeats the first Q
  * (as retrieval.ts does with its 200 queries: warm documents). Embedded database unless BENCH_DATABASE_URL is set.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -23,6 +24,7 @@ import builtins from '../../plugins/index.js';
 const { values: args } = parseArgs({
   options: {
     runs: { type: 'string', default: '100' }, docs: { type: 'string', default: '1000' }, distinct: { type: 'string' }, 'cpu-profile': { type: 'string' },
+    'heap-profile': { type: 'string' },
     clients: { type: 'string' }, seconds: { type: 'string', default: '5' },
   },
 });
@@ -91,11 +93,19 @@ try {
     await session.post('Profiler.enable');
     await session.post('Profiler.start');
   }
+  if (args['heap-profile']) {
+    await session.post('HeapProfiler.enable');
+    await session.post('HeapProfiler.startSampling', { samplingInterval: 4096, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+  }
   // The client runs in a worker thread: the profile and the CPU time below are the service's alone.
   const load = new HttpLoad(kernel.url, { Authorization: `Bearer ${adminKey}`, 'X-Namespace': namespace });
   const cpuBefore = process.cpuUsage();
   const run = await load.latencies(`/v1/retrievers/${created.retriever.retriever_id}/execute`, Array.from({ length: RUNS }, (_, i) => ({ inputs: { vector: vectors[(i % DISTINCT) % vectors.length] } })), ['document_id']);
   const cpu = process.cpuUsage(cpuBefore);
+  if (args['heap-profile']) {
+    const { profile } = await session.post('HeapProfiler.stopSampling');
+    await writeFile(args['heap-profile'], JSON.stringify(profile));
+  }
   const printStatements = (executes: number) => {
     console.log('statements per execute (count, ms):');
     for (const [sql, { count, ms }] of [...statements].sort((a, b) => b[1].ms - a[1].ms)) {

