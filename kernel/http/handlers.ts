@@ -8,6 +8,7 @@ import type { Services } from '../tokens.js';
 import type { OperationId } from './operations.js';
 import type { AuthContext } from '../auth/authenticator.js';
 import type { RequestContext } from './context.js';
+import type { EncodedJson } from './encoded-json.js';
 
 type Op<K extends OperationId> = Operations[K];
 
@@ -30,13 +31,16 @@ type ErrorBody = components['schemas']['ErrorResponse'] | components['schemas'][
  * One of the responses a handler may return itself: any declared status whose body is not an error
  * body (errors are thrown as typed ApiErrors and mapped by the kernel).
  */
+/** A body whose top-level values may be given already encoded (see EncodedJson). */
+type MaybeEncoded<T> = T extends readonly unknown[] ? T : T extends object ? { [P in keyof T]: T[P] | EncodedJson<T[P]> } : T;
+
 export type HandlerReply<K extends OperationId> = {
   [S in keyof Op<K>['responses'] & number]: JsonOf<Op<K>['responses'][S]> extends ErrorBody
     ? never
     :
         | {
             status: S;
-            body: JsonOf<Op<K>['responses'][S]>;
+            body: MaybeEncoded<JsonOf<Op<K>['responses'][S]>>;
             headers?: Record<string, string>;
             /** For binary responses: streamed to the client instead of a JSON body. */
             stream?: NodeJS.ReadableStream;

@@ -20,6 +20,7 @@ import type { RequestContext } from './context.js';
 import { contextOf } from './context.js';
 import { apiDocsRouter } from './docs.js';
 import { refuseDeepJson, unstorableText, withoutUnicodeEscapes } from './body-checks.js';
+import { encodedChunks, hasEncodedValues, plainReply } from './encoded-json.js';
 import { errorBody, mapError } from './error-mapper.js';
 import type { AnyHandler } from './handlers.js';
 import { OperationMatcher, operations, type OperationId, type OperationSpec } from './operations.js';
@@ -206,7 +207,7 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
     if (reply.stream) await pipeline(reply.stream, res).catch((err: unknown) => clientGone(err, res, ctx));
     else if (reply.body === undefined) res.end();
     // Tests validate responses, which wraps res.json: they keep it.
-    else if (deps.validateResponses) res.json(reply.body);
+    else if (deps.validateResponses) res.json(plainReply(reply.body));
     else sendJson(res, reply.body);
   }
 
@@ -240,8 +241,17 @@ const LARGE_REPLY = 16 * 1024;
  * encoding into a Buffer (about 3 ms).
  */
 export function sendJson(res: Response, body: unknown): void {
-  const text = JSON.stringify(body);
   if (!res.hasHeader('Content-Type')) res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  if (hasEncodedValues(body)) {
+    // Written as chunks in one go (corked until end(), which uncorks: one writev), the encoded values' bytes not copied.
+    const chunks = encodedChunks(body);
+    res.setHeader('Content-Length', chunks.reduce((n, c) => n + c.length, 0));
+    res.cork();
+    for (const chunk of chunks.slice(0, -1)) res.write(chunk);
+    res.end(chunks.at(-1));
+    return;
+  }
+  const text = JSON.stringify(body);
   if (text.length > LARGE_REPLY) {
     const bytes = Buffer.from(text);
     res.setHeader('Content-Length', bytes.length);

@@ -51,8 +51,17 @@ async function bucketIdOf(ctx: RequestContext, services: Services, identifier: s
 }
 
 async function view(services: Services, row: BatchRow) {
+  return toBatch(row, await progressOfRow(services, row));
+}
+
+/** `view` for a reply of the batch alone: its id lists may go out already encoded (the status poll's answer). */
+async function replyView(services: Services, row: BatchRow) {
+  return toBatch(row, await progressOfRow(services, row), services.get(Store).encodedIdLists(row));
+}
+
+async function progressOfRow(services: Services, row: BatchRow) {
   const counts = await services.get(Counts).counts(row, async () => (row.status === 'DRAFT' ? [] : services.get(Store).allChunks(row.batch_id)));
-  return toBatch(row, { ...progressFrom(row, counts, services.get(Clock).now()), ...(await waitingOf(services, row)) });
+  return { ...progressFrom(row, counts, services.get(Clock).now()), ...(await waitingOf(services, row)) };
 }
 
 /** A running batch whose tasks sit queued while no process takes tasks says so (nothing will move it). */
@@ -142,7 +151,7 @@ export default defineResource({
     },
     getBatch: async ({ params, ctx, services }) => {
       const bucketId = await bucketIdOf(ctx, services, params.bucket_identifier);
-      return { status: 200, body: await view(services, await services.get(Batches).get(callerOf(ctx).organizationId, bucketId, params.batch_id)) };
+      return { status: 200, body: await replyView(services, await services.get(Batches).get(callerOf(ctx).organizationId, bucketId, params.batch_id)) };
     },
     updateBatch: async ({ params, body, ctx, services }) => {
       const bucketId = await bucketIdOf(ctx, services, params.bucket_identifier);

@@ -2,6 +2,7 @@
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/openapi.js';
 import { cursorFields, decodeCursor, encodeCursor } from '../../../kernel/http/cursor.js';
+import { EncodedJson } from '../../../kernel/http/encoded-json.js';
 import type { ProcessingOutcome } from '../../../kernel/processing.js';
 
 type Schemas = components['schemas'];
@@ -102,6 +103,12 @@ const KNOWN_IDS = 200_000;
 
 type IdLists = Pick<BatchRow, 'object_ids' | 'loaded_object_ids'>;
 
+/** A submitted batch's id lists as reply JSON, encoded once (see EncodedJson). */
+export interface EncodedIdLists {
+  object_ids: EncodedJson<string[]>;
+  loaded_object_ids: EncodedJson<string[] | null>;
+}
+
 function chunkKeyOf(c: ChunkKey): string {
   return `${c.generation}\u0000${c.tier}\u0000${c.collection_id}\u0000${c.chunk_index}`;
 }
@@ -128,7 +135,7 @@ export class BatchStore {
    * these never go stale; batch ids are never reused. A status poll of a 10,000-object batch read, parsed,
    * passed between threads and collected some 600 KB of ids it had already read the time before.
    */
-  private readonly idLists = new Map<string, IdLists>();
+  private readonly idLists = new Map<string, IdLists & { encoded?: EncodedIdLists }>();
   private idListsSize = 0;
 
   async find(organizationId: string, batchId: string, db: Knex = this.db): Promise<BatchRow | undefined> {
@@ -160,6 +167,17 @@ export class BatchStore {
       out.push(row);
     }
     return out;
+  }
+
+  /**
+   * The row's id lists encoded as reply JSON, when they are the lists remembered for its batch (encoded on
+   * first use, then kept with them: a poll of a 10,000-object batch no longer stringifies and encodes them).
+   */
+  encodedIdLists(row: BatchRow): EncodedIdLists | undefined {
+    const lists = this.idLists.get(row.batch_id);
+    if (!lists || lists.object_ids !== row.object_ids || lists.loaded_object_ids !== row.loaded_object_ids) return undefined;
+    lists.encoded ??= { object_ids: EncodedJson.of(lists.object_ids), loaded_object_ids: EncodedJson.of(lists.loaded_object_ids) };
+    return lists.encoded;
   }
 
   private knownIdLists(batchId: string): IdLists | undefined {

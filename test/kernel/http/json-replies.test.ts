@@ -48,6 +48,33 @@ describe('JSON replies without response validation', () => {
       .toEqual(Array.from({ length: 24 }, (_, i) => `${i} ${'検索✓é'.repeat(240)}`).sort());
   });
 
+  it('answers a submitted batch\'s status with its object ids encoded once, the same JSON each time', async () => {
+    const headers = { Authorization: `Bearer ${t.adminKey}`, 'Content-Type': 'application/json', 'X-Namespace': 'replies' };
+    const call = async (method: string, route: string, body?: unknown) => {
+      const res = await fetch(`${t.url}${route}`, { method, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
+      return { res, bytes: Buffer.from(await res.arrayBuffer()) };
+    };
+    expect((await call('POST', '/v1/buckets', { bucket_name: 'polled' })).res.status).toBe(201);
+    const created = await call('POST', '/v1/collections/create', {
+      collection_name: 'polled', source: { type: 'bucket', bucket_id: 'polled' }, feature_extractors: [{ feature_extractor_name: 'text_extractor' }],
+    });
+    expect(created.res.status).toBe(201);
+    const objects = Array.from({ length: 30 }, (_, i) => ({ key: `ü/${i}`, blobs: [{ property: 'content', text: `text ${i}` }] }));
+    const bulk = JSON.parse((await call('POST', '/v1/buckets/polled/objects/bulk', { objects })).bytes.toString('utf8')) as { results: Array<{ object_id: string }> };
+    const ids = bulk.results.map((o) => o.object_id);
+    const batch = JSON.parse((await call('POST', '/v1/buckets/polled/batches', { object_ids: ids })).bytes.toString('utf8')) as { batch_id: string };
+    expect((await call('POST', `/v1/buckets/polled/batches/${batch.batch_id}/submit`)).res.status).toBe(202);
+    const polls = [];
+    for (let i = 0; i < 3; i++) polls.push(await call('GET', `/v1/buckets/polled/batches/${batch.batch_id}`));
+    for (const { res, bytes } of polls) {
+      expect(res.status).toBe(200);
+      expect(Number(res.headers.get('content-length'))).toBe(bytes.length);
+      const body = JSON.parse(bytes.toString('utf8')) as { batch_id: string; object_ids: string[]; loaded_object_ids: string[]; progress: { records_total: number } };
+      expect(body).toMatchObject({ batch_id: batch.batch_id, object_ids: ids, loaded_object_ids: ids });
+      expect(body.progress.records_total).toBe(30);
+    }
+  });
+
   it('answers reads the same way, and errors as ErrorResponse', async () => {
     const me = await fetch(`${t.url}/v1/me`, { headers: { Authorization: `Bearer ${t.adminKey}` } });
     expect(me.status).toBe(200);
