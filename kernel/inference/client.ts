@@ -7,6 +7,7 @@
 import {
   connectivityState,
   credentials,
+  makeGenericClientConstructor,
   Metadata,
   status,
   type CallOptions,
@@ -16,7 +17,8 @@ import {
 import type { Logger } from 'pino';
 import {
   HealthResponse_ServingStatus,
-  InferenceClient as GrpcInferenceClient,
+  InferenceClient as GeneratedInferenceClient,
+  InferenceService,
   type EmbedAudioRequest,
   type EmbedImageRequest,
   type EmbedResponse,
@@ -32,9 +34,21 @@ import {
 } from '../../generated/proto/tessera/inference/v1/inference.js';
 import { InputError, NotFoundError, ServiceUnavailableError } from '../errors.js';
 import { Coalescer } from './coalesce.js';
+import { decodeEmbedResponse } from './embed-response.js';
 import type { ModelTask } from '../plugins.js';
 import type { OcrBox } from './model-io.js';
 import { DEFAULT_MAX_MESSAGE_BYTES } from './worker.js';
+
+/** The generated client, with embeddings decoded by decodeEmbedResponse (each vector read at its final length). */
+const GrpcInferenceClient = makeGenericClientConstructor(
+  {
+    ...InferenceService,
+    embedText: { ...InferenceService.embedText, responseDeserialize: decodeEmbedResponse },
+    embedImage: { ...InferenceService.embedImage, responseDeserialize: decodeEmbedResponse },
+    embedAudio: { ...InferenceService.embedAudio, responseDeserialize: decodeEmbedResponse },
+  },
+  'tessera.inference.v1.Inference',
+) as unknown as typeof GeneratedInferenceClient;
 
 export interface InferenceClientOptions {
   /** Worker addresses (`host:port`); replace them later with `setAddresses` (the pool does on restarts). */
@@ -130,7 +144,7 @@ type UnaryFn<Req, Res> = (
 
 interface Channel {
   address: string;
-  stub: GrpcInferenceClient;
+  stub: GeneratedInferenceClient;
   /** Consecutive UNAVAILABLE answers; the cool-down before it is picked again grows with them. */
   failures: number;
   unhealthyUntil: number;
