@@ -5,8 +5,9 @@
  * pgvector), which stays the source of truth.
  *
  * - Writes go to the durable engine first, then into the change log in the database (kernel/db/
- *   change-log.ts: which ids each write touched, under the index's lock, so versions follow the order
- *   of the writes), then into this process's graph.
+ *   change-log.ts: which ids each write touched, under the index's lock — or, on one connection, in one
+ *   statement whose version bump holds the key — so versions follow the order of the writes), then into
+ *   this process's graph.
  * - Before every search the index's head is read (one indexed row); a copy behind it replays the ids
  *   changed since, re-reading them from the durable engine. So a write acknowledged by any API process
  *   sharing the database is seen by the next search of every process.
