@@ -71,7 +71,8 @@ describe('JSON replies without response validation', () => {
       expect(Number(res.headers.get('content-length'))).toBe(bytes.length);
       const body = JSON.parse(bytes.toString('utf8')) as { batch_id: string; object_ids: string[]; loaded_object_ids: string[]; progress: { records_total: number } };
       expect(body).toMatchObject({ batch_id: batch.batch_id, object_ids: ids, loaded_object_ids: ids });
-      expect(body.progress.records_total).toBe(30);
+      // 0 until the tier is planned into chunks (the batch runs meanwhile), then every object.
+      expect([0, 30]).toContain(body.progress.records_total);
     }
   });
 
