@@ -27,13 +27,13 @@ type JsonOf<R> = R extends { content: { 'application/json': infer B } } ? B : un
 
 type ErrorBody = components['schemas']['ErrorResponse'] | components['schemas']['HTTPValidationError'];
 
+/** A body whose top-level values may be given already encoded (see EncodedJson). */
+type MaybeEncoded<T> = T extends readonly unknown[] ? T : T extends object ? { [P in keyof T]: T[P] | EncodedJson<T[P]> } : T;
+
 /**
  * One of the responses a handler may return itself: any declared status whose body is not an error
  * body (errors are thrown as typed ApiErrors and mapped by the kernel).
  */
-/** A body whose top-level values may be given already encoded (see EncodedJson). */
-type MaybeEncoded<T> = T extends readonly unknown[] ? T : T extends object ? { [P in keyof T]: T[P] | EncodedJson<T[P]> } : T;
-
 export type HandlerReply<K extends OperationId> = {
   [S in keyof Op<K>['responses'] & number]: JsonOf<Op<K>['responses'][S]> extends ErrorBody
     ? never

@@ -86,21 +86,14 @@ export function checkSpec(spec: IndexSpec): IndexSpec {
 
 /** Checks a vector against the index's dims and returns it as plain finite numbers. */
 export function checkVector(vector: number[] | Float32Array, dims: number, id?: string): number[] {
-  const values = Array.from(vector);
-  if (values.length !== dims) {
-    throw new InputError(`vector has ${values.length} dimensions, the index expects ${dims}`, { ...(id ? { id } : {}), dims });
-  }
-  // Every engine stores float32: a number too large for one is no more storable than Infinity.
-  if (!values.every((v) => typeof v === 'number' && Number.isFinite(Math.fround(v)))) {
-    throw new InputError('vector values must be finite numbers', id ? { id } : undefined);
-  }
-  return values;
+  checkFloats(vector, dims, id);
+  return Array.from(vector);
 }
 
 /**
- * `checkVector` for engines that store float32: the same checks and errors, answered as a Float32Array
- * (the caller's own when it is one, not copied), so a batch's vectors are not turned into arrays of numbers
- * and back on their way to the store.
+ * `checkVector` answered as a Float32Array (the caller's own when it is one, not copied), for engines that
+ * take float32 as it is: a batch's vectors are not turned into arrays of numbers and back on their way to
+ * the store.
  */
 export function checkFloats(vector: number[] | Float32Array, dims: number, id?: string): Float32Array {
   if (vector.length !== dims) {

@@ -103,6 +103,10 @@ const KNOWN_IDS = 200_000;
 
 type IdLists = Pick<BatchRow, 'object_ids' | 'loaded_object_ids'>;
 
+function idCount(lists: IdLists): number {
+  return lists.object_ids.length + (lists.loaded_object_ids?.length ?? 0);
+}
+
 /** A submitted batch's id lists as reply JSON, encoded once (see EncodedJson). */
 export interface EncodedIdLists {
   object_ids: EncodedJson<string[]>;
@@ -152,17 +156,17 @@ export class BatchStore {
 
   /** The rows completed with their id lists: remembered ones, the others read in one query. */
   private async withIdLists(heads: readonly LockedBatch[], db: Knex = this.db): Promise<BatchRow[]> {
-    const missing = heads.filter((h) => !this.knownIdLists(h.batch_id)).map((h) => h.batch_id);
-    const read = new Map<string, IdLists>();
+    const lists = new Map<string, IdLists | undefined>(heads.map((h) => [h.batch_id, this.knownIdLists(h.batch_id)]));
+    const missing = [...lists].filter(([, known]) => !known).map(([batchId]) => batchId);
     if (missing.length > 0) {
       const rows = (await db('batches').whereIn('batch_id', missing).select('batch_id', 'object_ids', 'loaded_object_ids')) as Array<IdLists & { batch_id: string }>;
-      for (const { batch_id, ...lists } of rows) read.set(batch_id, lists);
+      for (const { batch_id, ...read } of rows) lists.set(batch_id, read);
     }
     const out: BatchRow[] = [];
     for (const head of heads) {
-      const lists = this.knownIdLists(head.batch_id) ?? read.get(head.batch_id);
-      if (!lists) continue; // deleted between the two reads
-      const row: BatchRow = { ...head, ...lists };
+      const found = lists.get(head.batch_id);
+      if (!found) continue; // deleted between the two reads
+      const row: BatchRow = { ...head, ...found };
       this.rememberIdLists(row, db);
       out.push(row);
     }
@@ -193,7 +197,7 @@ export class BatchStore {
   /** Keeps a submitted batch's id lists, read outside any transaction (so committed). Frozen: rows share them. */
   private rememberIdLists(row: BatchRow, db: Knex): void {
     if (row.status === 'DRAFT' || db.isTransaction || this.idLists.has(row.batch_id)) return;
-    const size = row.object_ids.length + (row.loaded_object_ids?.length ?? 0);
+    const size = idCount(row);
     if (size > this.options.knownObjectIds) return;
     this.idLists.set(row.batch_id, {
       object_ids: Object.freeze(row.object_ids) as string[],
@@ -203,7 +207,7 @@ export class BatchStore {
     for (const [batchId, lists] of this.idLists) {
       if (this.idListsSize <= this.options.knownObjectIds) break;
       this.idLists.delete(batchId);
-      this.idListsSize -= lists.object_ids.length + (lists.loaded_object_ids?.length ?? 0);
+      this.idListsSize -= idCount(lists);
     }
   }
 
