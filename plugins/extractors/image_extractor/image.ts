@@ -5,6 +5,7 @@
  */
 import type { Sharp, SharpOptions } from 'sharp';
 import { InputError } from '../../../kernel/errors.js';
+import { stripJpegMetadata } from './jpeg.js';
 
 type SharpFactory = (input: Uint8Array, options?: SharpOptions) => Sharp;
 
@@ -34,7 +35,15 @@ export interface ImageHeader {
   /** sharp's name of the encoding: jpeg, png, webp, gif, tiff, avif, heif, svg, ... */
   format: string;
   hasAlpha: boolean;
+  /** EXIF orientation (1–8), when the file has one. */
+  orientation: number | undefined;
+  /** libvips' name of the colour space: srgb, b-w, cmyk, ... */
+  space: string | undefined;
+  hasProfile: boolean;
 }
+
+/** A JPEG up to this size that needs no resize is kept as its own thumbnail (jpeg.ts). */
+const OWN_THUMBNAIL_MAX_BYTES = 96 * 1024;
 
 function unreadable(err: unknown): InputError {
   return new InputError(`image_extractor: the image cannot be decoded: ${(err as Error).message}`);
@@ -47,10 +56,35 @@ export async function readHeader(bytes: Buffer): Promise<ImageHeader> {
     const width = meta.autoOrient?.width ?? meta.width;
     const height = meta.autoOrient?.height ?? meta.height;
     if (!meta.format || !width || !height) throw new Error('no image size or format');
-    return { width, height, format: meta.format, hasAlpha: meta.hasAlpha };
+    return {
+      width,
+      height,
+      format: meta.format,
+      hasAlpha: meta.hasAlpha,
+      orientation: meta.orientation,
+      space: meta.space,
+      hasProfile: meta.hasProfile === true,
+    };
   } catch (err) {
     throw unreadable(err);
   }
+}
+
+/**
+ * The image as its own thumbnail, without its metadata (jpeg.ts), when that is what makeThumbnail would
+ * make anyway: a modest sRGB or grey JPEG, upright, no larger than `maxSide`, without an ICC profile.
+ */
+export function ownThumbnail(bytes: Buffer, header: ImageHeader, maxSide: number): { jpeg: Buffer; width: number; height: number } | undefined {
+  const fits =
+    header.format === 'jpeg' &&
+    bytes.length <= OWN_THUMBNAIL_MAX_BYTES &&
+    Math.max(header.width, header.height) <= maxSide &&
+    (header.orientation === undefined || header.orientation === 1) &&
+    (header.space === 'srgb' || header.space === 'b-w') &&
+    !header.hasAlpha &&
+    !header.hasProfile;
+  const jpeg = fits ? stripJpegMetadata(bytes) : undefined;
+  return jpeg && { jpeg, width: header.width, height: header.height };
 }
 
 /** A JPEG of at most `maxSide` pixels on the longer side (never enlarged), transparency laid on white. */

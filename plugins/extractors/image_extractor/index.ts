@@ -10,7 +10,7 @@
  * feature, present only on images that have text — never a made-up vector for those that do not.
  */
 import { defineExtractor, type DocumentDraft, type ExtractorContext } from '../../../kernel/plugins.js';
-import { makeThumbnail, readHeader, workingCopy } from './image.js';
+import { makeThumbnail, ownThumbnail, readHeader, workingCopy } from './image.js';
 import { readImageInput } from './input.js';
 import { parametersSchema, resolveParameters } from './parameters.js';
 
@@ -116,8 +116,9 @@ export default defineExtractor({
     const params = resolveParameters(input.parameters);
     const bytes = await readImageInput(ctx.blobs, input.fields.image);
     const header = await readHeader(bytes);
-    // The thumbnail decodes every pixel: a truncated or corrupt image fails here, before any model call.
-    const thumbnail = await makeThumbnail(bytes, params.thumbnailSize);
+    // The thumbnail decodes every pixel: a truncated or corrupt image fails here, before any model call. A
+    // small JPEG that is its own thumbnail is decoded by the image model instead, which rejects it the same way.
+    const thumbnail = ownThumbnail(bytes, header, params.thumbnailSize) ?? (await makeThumbnail(bytes, params.thumbnailSize));
     const working = await workingCopy(bytes, header);
     const [description, ocrText, thumbnailRef] = await Promise.all([
       describeImage(ctx, working),

@@ -8,9 +8,10 @@
  * perceptual hash as 16 hex digits (compare with `hammingDistance`).
  *
  * Similar pictures (resized, re-encoded) land close; it knows colours, layout and texture, not objects.
- * An image sharp cannot decode rejects the whole call, naming its index.
+ * An image sharp cannot decode rejects the whole call with an InputError naming its index.
  */
 import type { Sharp, SharpOptions } from 'sharp';
+import { InputError } from '../../../kernel/errors.js';
 import { defineModel, type ModelPlugin } from '../../../kernel/plugins.js';
 import { dominantColours } from './colours.js';
 import { IMAGE_DESCRIPTOR_DIMS, WORKING_SIZE, imageDescriptor } from './descriptor.js';
@@ -112,7 +113,8 @@ export function createImageDescriptorModel(): ModelPlugin<Uint8Array, ImageDescr
             out[i] = await describe(sharp, bytes);
           } catch (err) {
             failed = true;
-            throw new Error(`image-descriptor: input ${i} could not be decoded: ${(err as Error).message}`, { cause: err });
+            // An InputError travels to the caller as one (INVALID_ARGUMENT): the image is at fault, not the worker.
+            throw new InputError(`image-descriptor: input ${i} could not be decoded: ${(err as Error).message}`);
           }
         }
       };

@@ -163,6 +163,24 @@ describe('image_extractor', () => {
     expect(r!).toBeGreaterThan(b! + 80);
   });
 
+  it('keeps a small upright JPEG as its own thumbnail, without its EXIF, and re-encodes one that must turn', async () => {
+    const photo = await solidImage(120, 80, '#22aa44')
+      .withExif({ IFD0: { Make: 'SecretCam' } })
+      .jpeg({ quality: 90 })
+      .toBuffer();
+    const [draft] = await collect(imageExtractor.extract(harness.ctx, input(photo.toString('base64'), { enable_ocr: false }, 'image/jpeg')));
+    const thumbnail = await readBlob(harness.blobs, (draft!.fields.thumbnail as BlobReference).storage_key);
+    expect(thumbnail.includes('SecretCam')).toBe(false);
+    expect(await sharp(thumbnail).raw().toBuffer()).toEqual(await sharp(photo).raw().toBuffer());
+    expect((await sharp(thumbnail).metadata()).exif).toBeUndefined();
+
+    // EXIF orientation 6: the thumbnail is turned upright (a real re-encode), 80 × 120 as seen.
+    const sideways = await solidImage(120, 80, '#22aa44').withMetadata({ orientation: 6 }).jpeg().toBuffer();
+    const [turned] = await collect(imageExtractor.extract(harness.ctx, input(sideways.toString('base64'), { enable_ocr: false }, 'image/jpeg')));
+    const turnedMeta = await sharp(await readBlob(harness.blobs, (turned!.fields.thumbnail as BlobReference).storage_key)).metadata();
+    expect([turnedMeta.width, turnedMeta.height, turnedMeta.orientation]).toEqual([80, 120, undefined]);
+  });
+
   it('writes empty ocr_text when OCR finds nothing, and skips OCR (no field, no call) when enable_ocr is false', async () => {
     const blank = await solidImage(300, 200, '#ffffff').png().toBuffer();
     const [found] = await collect(imageExtractor.extract(harness.ctx, input(blank.toString('base64'))));
@@ -200,9 +218,16 @@ describe('image_extractor', () => {
   it('rejects what is not a decodable image with an InputError', async () => {
     const png = await textPng(['CUT SHORT']);
     const truncated = png.subarray(0, Math.floor(png.length / 2));
+    // Small JPEGs skip the thumbnail's decode (they are their own thumbnail): a cut one and one whose
+    // compressed data is garbage behind an intact header and end marker still fail, the latter in the model.
+    const jpeg = await textImage(['CUT SHORT'], { width: 200, height: 100 }).jpeg().toBuffer();
+    const scan = jpeg.lastIndexOf(Buffer.from([0xff, 0xda]));
+    const garbled = Buffer.concat([jpeg.subarray(0, scan + 20), Buffer.alloc(jpeg.length - scan - 22, 0xff), jpeg.subarray(jpeg.length - 2)]);
     const cases: unknown[] = [
       Buffer.from('this is plain text, not an image').toString('base64'),
       truncated.toString('base64'),
+      jpeg.subarray(0, Math.floor(jpeg.length / 2)).toString('base64'),
+      garbled.toString('base64'),
       'not base64 at all!',
       '',
       42,
