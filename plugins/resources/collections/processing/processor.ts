@@ -65,6 +65,14 @@ interface Extracted {
   job: ExtractorOutcome;
 }
 
+/** How far one record of a group got: extractors run, their drafts, why any skipped it. */
+interface RecordProgress {
+  ran: number;
+  extracted: Extracted[];
+  skips: SkipReason[];
+  submitted: boolean;
+}
+
 interface PendingWrite {
   write: DocumentWrite;
   features: Record<string, { vector: number[]; distance: 'cosine' | 'l2' | 'dot' }>;
@@ -119,12 +127,9 @@ export class DocumentProcessor implements CollectionProcessor {
     const inline = new Map<string, InlineBlob>();
     for (const r of passing) for (const [key, blob] of r.inlineBlobs) inline.set(key, blob);
 
-    // Per record: what each extractor made of it. Its documents are written only once every extractor ran on it.
-    const progress = new Map(passing.map((r) => [r.id, { ran: 0, extracted: [] as Extracted[], skips: [] as SkipReason[], submitted: false }]));
     const failed = new Set<string>();
-    const jobs: ExtractorOutcome[] = [];
+    const extractors: Array<{ config: ExtractorConfig; extractor: ExtractorPlugin; job: ExtractorOutcome }> = [];
     for (const config of collection.feature_extractors) {
-      if (signal?.aborted) break;
       const extractor = this.deps.plugins.extractors.get(config.feature_extractor_name);
       if (!extractor) {
         outcome.errors.push(
@@ -133,14 +138,74 @@ export class DocumentProcessor implements CollectionProcessor {
         for (const r of passing) failed.add(r.id);
         continue;
       }
+      extractors.push({ config, extractor, job: { extractor_type: extractor.name, documents_written: 0, documents_skipped: 0, duration_ms: 0, errors: [] } });
+    }
+
+    // A group of records is extracted while the previous group's documents are written: the models and the
+    // database work at the same time instead of in turn. One write at a time, in group order.
+    let written = 0;
+    let writing: Promise<{ count: number; error?: unknown }> | undefined;
+    const settleWrite = async (): Promise<void> => {
+      const done = await writing;
+      writing = undefined;
+      if (done?.error !== undefined) throw done.error;
+      written += done?.count ?? 0;
+    };
+    try {
+      for (let first = 0; first < passing.length; first += PIPELINE_GROUP) {
+        const group = passing.slice(first, first + PIPELINE_GROUP);
+        const progress = await this.extractGroup(collection, group, extractors, inline, failed, outcome, clock, signal);
+        const pending = new Map<string, PendingWrite>();
+        const writtenRecords = this.settleGroup(collection, group, progress, failed, pending, outcome, request.processingTier);
+        await settleWrite();
+        // Never left rejected while the next group is extracted: settleWrite rethrows the error.
+        writing = this.write(clock, collection, [...pending.values()], writtenRecords, inline).then(
+          (count) => ({ count }),
+          (error: unknown) => ({ count: 0, error }),
+        );
+      }
+      await settleWrite();
+    } catch (err) {
+      // The task is retried as a whole: a write still running finishes first, so none overlaps the retry.
+      await writing;
+      throw err;
+    }
+
+    outcome.extractors = extractors.map((e) => e.job);
+    const results = Object.values(outcome.records);
+    outcome.documents_skipped = results.filter((r) => r.result === 'skipped').length;
+    outcome.documents_missing_input_fields = outcome.skipped_reasons.no_input_field ?? 0;
+    outcome.documents_submitted_to_engine = results.filter((r) => r.submitted).length;
+    outcome.records_canceled = results.filter((r) => r.result === 'canceled').length;
+    outcome.documents_written = written;
+    outcome.records_failed = results.filter((r) => r.result === 'failed' || r.result === 'gone').length;
+    outcome.stages = clock.samples();
+    await this.announceFailures(collection, outcome.errors);
+    return outcome;
+  }
+
+  /** Runs every extractor over one group of records; per record, what each made of it. */
+  private async extractGroup(
+    collection: CollectionRow,
+    group: SourceRecord[],
+    extractors: ReadonlyArray<{ config: ExtractorConfig; extractor: ExtractorPlugin; job: ExtractorOutcome }>,
+    inline: ReadonlyMap<string, InlineBlob>,
+    failed: Set<string>,
+    outcome: ProcessingOutcome,
+    clock: StageClock,
+    signal: AbortSignal | undefined,
+  ): Promise<Map<string, RecordProgress>> {
+    // Per record: what each extractor made of it. Its documents are written only once every extractor ran on it.
+    const progress = new Map(group.map((r) => [r.id, { ran: 0, extracted: [] as Extracted[], skips: [] as SkipReason[], submitted: false }]));
+    for (const { config, extractor, job } of extractors) {
+      if (signal?.aborted) break;
       const started = Date.now();
       const errorsBefore = outcome.errors.length;
-      const job: ExtractorOutcome = { extractor_type: extractor.name, documents_written: 0, documents_skipped: 0, duration_ms: 0, errors: [] };
-      const mappedInputs = new Map(passing.map((r) => [r.id, mapInputs(extractor, r, config.input_mapping as Record<string, string> | undefined)]));
-      // The chunk's small input blobs read together first: the records then reach the model in the same
+      const mappedInputs = new Map(group.map((r) => [r.id, mapInputs(extractor, r, config.input_mapping as Record<string, string> | undefined)]));
+      // The group's small input blobs read together first: the records then reach the model in the same
       // turns, so their calls coalesce into a few large requests instead of trickling in one by one.
       const prefetched = await clock.time('fetch:blobs', () => this.prefetchBlobs([...mappedInputs.values()].filter((m) => !m.skip), inline));
-      await this.forEach(passing, async (record) => {
+      await this.forEach(group, async (record) => {
         if (failed.has(record.id) || signal?.aborted) return;
         const state = progress.get(record.id)!;
         const mapped = mappedInputs.get(record.id)!;
@@ -165,14 +230,26 @@ export class DocumentProcessor implements CollectionProcessor {
         state.ran += 1;
         state.extracted.push({ config, extractor, drafts, job });
       });
-      job.duration_ms = Date.now() - started;
-      job.errors = outcome.errors.slice(errorsBefore);
-      jobs.push(job);
+      job.duration_ms += Date.now() - started;
+      // addError merges a repeated error into the one an earlier group added: that one is listed already.
+      for (const error of outcome.errors.slice(errorsBefore)) if (!job.errors.includes(error)) job.errors.push(error);
     }
+    return progress;
+  }
 
-    const pending = new Map<string, PendingWrite>();
+  /** Each record of the group gets its result; the documents of those every extractor ran on are queued. Returns those records. */
+  private settleGroup(
+    collection: CollectionRow,
+    group: SourceRecord[],
+    progress: ReadonlyMap<string, RecordProgress>,
+    failed: ReadonlySet<string>,
+    pending: Map<string, PendingWrite>,
+    outcome: ProcessingOutcome,
+    tier: number,
+  ): SourceRecord[] {
     const extractorCount = collection.feature_extractors.length;
-    for (const record of passing) {
+    const writtenRecords: SourceRecord[] = [];
+    for (const record of group) {
       const state = progress.get(record.id)!;
       if (failed.has(record.id)) {
         outcome.records[record.id] = { result: 'failed', documents: 0, submitted: state.submitted };
@@ -185,26 +262,15 @@ export class DocumentProcessor implements CollectionProcessor {
       } else {
         let documents = 0;
         for (const { config, extractor, drafts, job } of state.extracted) {
-          const made = this.stage(pending, collection, config, extractor, record, drafts, request.processingTier);
+          const made = this.stage(pending, collection, config, extractor, record, drafts, tier);
           job.documents_written += made;
           documents += made;
         }
         outcome.records[record.id] = { result: 'written', documents, submitted: state.submitted };
+        writtenRecords.push(record);
       }
     }
-    outcome.extractors = jobs;
-    const results = Object.values(outcome.records);
-    outcome.documents_skipped = results.filter((r) => r.result === 'skipped').length;
-    outcome.documents_missing_input_fields = outcome.skipped_reasons.no_input_field ?? 0;
-    outcome.documents_submitted_to_engine = results.filter((r) => r.submitted).length;
-    outcome.records_canceled = results.filter((r) => r.result === 'canceled').length;
-
-    const writtenRecords = passing.filter((r) => outcome.records[r.id]?.result === 'written');
-    outcome.documents_written = await this.write(clock, collection, [...pending.values()], writtenRecords, inline);
-    outcome.records_failed = results.filter((r) => r.result === 'failed' || r.result === 'gone').length;
-    outcome.stages = clock.samples();
-    await this.announceFailures(collection, outcome.errors);
-    return outcome;
+    return writtenRecords;
   }
 
   async featureIndexes(organizationId: string, collectionId: string): Promise<Array<{ feature: string; index: string }>> {
@@ -571,6 +637,8 @@ export class DocumentProcessor implements CollectionProcessor {
 
 /** Documents (and their vectors) written per statement. */
 const WRITE_SLICE = 128;
+/** Records extracted together before their documents are written (while the next group is extracted). */
+const PIPELINE_GROUP = 128;
 
 /** Blobs up to this size are read for a whole chunk before its extraction starts... */
 const PREFETCH_MAX_BLOB_BYTES = 1 << 20;
