@@ -262,7 +262,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       .filter(Boolean),
     inferenceWorkers: int(env.TESSERA_INFERENCE_WORKERS, defaultInferenceWorkers(availableParallelism()), 'TESSERA_INFERENCE_WORKERS'),
     taskLeaseMs: Math.max(300, int(env.TESSERA_TASK_LEASE_MS, 60_000, 'TESSERA_TASK_LEASE_MS')),
-    taskConcurrency: Math.max(1, int(env.TESSERA_TASK_CONCURRENCY, 2, 'TESSERA_TASK_CONCURRENCY')),
+    taskConcurrency: Math.max(1, int(env.TESSERA_TASK_CONCURRENCY, 4, 'TESSERA_TASK_CONCURRENCY')),
     runTasks: env.TESSERA_RUN_TASKS === undefined ? true : !['0', 'false', 'no', 'off'].includes(env.TESSERA_RUN_TASKS.toLowerCase()),
     taskThread: env.TESSERA_TASK_THREAD === undefined ? true : !['0', 'false', 'no', 'off'].includes(env.TESSERA_TASK_THREAD.toLowerCase()),
     taskWaitWarnMs: int(env.TESSERA_TASK_WAIT_WARN_MS, 5_000, 'TESSERA_TASK_WAIT_WARN_MS'),

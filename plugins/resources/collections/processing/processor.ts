@@ -51,7 +51,7 @@ export interface DocumentProcessorDeps {
   /** Bound by other parts of the kernel after this plugin's services: resolved when first needed. */
   objects: () => ObjectCatalog;
   inference: () => InferenceClient;
-  /** Records of one chunk extracted at the same time (their inference calls overlap). */
+  /** Records of one group extracted at the same time (their inference calls overlap); by default 32, or 4 when an input is large. */
   concurrency?: number;
 }
 
@@ -204,8 +204,11 @@ export class DocumentProcessor implements CollectionProcessor {
       const mappedInputs = new Map(group.map((r) => [r.id, mapInputs(extractor, r, config.input_mapping as Record<string, string> | undefined)]));
       // The group's small input blobs read together first: the records then reach the model in the same
       // turns, so their calls coalesce into a few large requests instead of trickling in one by one.
-      const prefetched = await clock.time('fetch:blobs', () => this.prefetchBlobs([...mappedInputs.values()].filter((m) => !m.skip), inline));
-      await this.forEach(group, async (record) => {
+      const inputs = [...mappedInputs.values()].filter((m) => !m.skip);
+      const prefetched = await clock.time('fetch:blobs', () => this.prefetchBlobs(inputs, inline));
+      const small = inputs.every((m) => inputBytes(m.fields) <= SMALL_INPUT_BYTES);
+      const lanes = this.deps.concurrency ?? (small ? SMALL_INPUT_LANES : LARGE_INPUT_LANES);
+      await this.forEach(group, lanes, async (record) => {
         if (failed.has(record.id) || signal?.aborted) return;
         const state = progress.get(record.id)!;
         const mapped = mappedInputs.get(record.id)!;
@@ -556,7 +559,7 @@ export class DocumentProcessor implements CollectionProcessor {
   }
 
   /** Runs `work` over the records with bounded concurrency; the first thrown error stops the rest and is rethrown. */
-  private async forEach(records: SourceRecord[], work: (record: SourceRecord) => Promise<void>): Promise<void> {
+  private async forEach(records: SourceRecord[], lanes: number, work: (record: SourceRecord) => Promise<void>): Promise<void> {
     let next = 0;
     let failure: unknown;
     const lane = async () => {
@@ -569,7 +572,7 @@ export class DocumentProcessor implements CollectionProcessor {
         }
       }
     };
-    await Promise.all(Array.from({ length: Math.min(this.deps.concurrency ?? 32, records.length) }, lane));
+    await Promise.all(Array.from({ length: Math.min(lanes, records.length) }, lane));
     if (failure !== undefined) throw failure;
   }
 
@@ -637,6 +640,15 @@ export class DocumentProcessor implements CollectionProcessor {
 
 /** Documents (and their vectors) written per statement. */
 const WRITE_SLICE = 128;
+/**
+ * Records of a group extracted at the same time. Small inputs (short texts, JSON, small pictures) are cheap
+ * to hold and their model calls coalesce: many at once keep the models and the database busy. A group with
+ * a large input (video, audio, a PDF, a photo) takes few, so decoded media never piles up in memory nor
+ * starts more decoders than the cores can run.
+ */
+const SMALL_INPUT_LANES = 32;
+const LARGE_INPUT_LANES = 4;
+const SMALL_INPUT_BYTES = 256 * 1024;
 /** Records extracted together before their documents are written (while the next group is extracted). */
 const PIPELINE_GROUP = 128;
 
@@ -645,6 +657,16 @@ const PREFETCH_MAX_BLOB_BYTES = 1 << 20;
 /** ...up to this many bytes a chunk (larger inputs are read by the extractor as it needs them). */
 const PREFETCH_BUDGET_BYTES = 64 << 20;
 const PREFETCH_LANES = 16;
+
+/** Bytes an extractor reads for one record: its blobs' sizes and its strings' lengths. */
+function inputBytes(fields: Record<string, unknown>): number {
+  let bytes = 0;
+  for (const value of Object.values(fields)) {
+    if (typeof value === 'string') bytes += value.length;
+    else bytes += blobReferenceOf(value)?.size ?? 0;
+  }
+  return bytes;
+}
 
 function blobReferenceOf(value: unknown): { key: string; size: number } | undefined {
   if (!value || typeof value !== 'object' || Array.isArray(value)) return undefined;

@@ -1,7 +1,8 @@
 /**
  * The processor extracts a chunk's records a group at a time and writes each group's documents while the
  * next group is extracted. With a chunk of several groups: every record gets its result, each error is
- * listed once by its extractor, every document is written once; the next group is extracted while the
+ * listed once by its extractor, every document is written once; small inputs are extracted 32 at a time,
+ * large ones 4; the next group is extracted while the
  * first one is written; and a write that fails meanwhile fails the whole call (the task is retried) with
  * its error, never as an unhandled rejection.
  */
@@ -72,6 +73,51 @@ describe('processing a chunk of several groups', () => {
     const again = await processor.process({ organizationId, collectionId, recordIds: ids, processingTier: 0, origin: 'test' });
     expect(again.documents_written).toBe(RECORDS - FAILING.size);
     expect((await count()).body.document_count).toBe(RECORDS - FAILING.size);
+  });
+
+  it('extracts 32 records at once when every input is small, 4 when an input is large', async () => {
+    const api = (method: string, p: string, body?: unknown) =>
+      t.request(method, p, { key: t.adminKey, headers: { 'X-Namespace': 'work' }, ...(body !== undefined ? { body } : {}) });
+    expect((await api('POST', '/v1/buckets', { bucket_name: 'large' })).status).toBe(201);
+    const large: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      const res = await api('POST', '/v1/buckets/large/objects', { key: `l/${i}.txt`, blobs: [{ property: 'content', text: `${i} `.padEnd(300 * 1024, 'x') }] });
+      expect(res.status).toBe(201);
+      large.push(res.body.object_id as string);
+    }
+    const created = await api('POST', '/v1/collections/create', {
+      collection_name: 'large-copies',
+      source: { type: 'bucket', bucket_id: 'large' },
+      feature_extractors: [{ feature_extractor_name: 'flaky_extractor' }],
+    });
+    expect(created.status).toBe(201);
+
+    const extractor = t.kernel.services.get(PluginRegistry).extractors.get('flaky_extractor')!;
+    const originalExtract = extractor.extract.bind(extractor);
+    let active = 0;
+    let most = 0;
+    extractor.extract = async function* (ctx, input) {
+      active += 1;
+      most = Math.max(most, active);
+      try {
+        // Held a moment, so every lane has a record in hand at once.
+        await new Promise((r) => setTimeout(r, 20));
+        yield* originalExtract(ctx, input);
+      } finally {
+        active -= 1;
+      }
+    };
+    try {
+      const processor = t.kernel.services.get(CollectionProcessor);
+      await processor.process({ organizationId, collectionId, recordIds: ids, processingTier: 0, origin: 'test' });
+      expect(most).toBe(32);
+      most = 0;
+      const outcome = await processor.process({ organizationId, collectionId: created.body.collection_id as string, recordIds: large, processingTier: 0, origin: 'test' });
+      expect(outcome.documents_written).toBe(20);
+      expect(most).toBe(4);
+    } finally {
+      extractor.extract = originalExtract;
+    }
   });
 
   it('extracts the next group while a group is written; a write that fails then fails the call with its error', async () => {
