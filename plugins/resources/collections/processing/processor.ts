@@ -65,6 +65,13 @@ interface Extracted {
   job: ExtractorOutcome;
 }
 
+/** One of the collection's extractors, with its outcome summed over the chunk's groups. */
+interface ExtractorRun {
+  config: ExtractorConfig;
+  extractor: ExtractorPlugin;
+  job: ExtractorOutcome;
+}
+
 /** How far one record of a group got: extractors run, their drafts, why any skipped it. */
 interface RecordProgress {
   ran: number;
@@ -128,7 +135,7 @@ export class DocumentProcessor implements CollectionProcessor {
     for (const r of passing) for (const [key, blob] of r.inlineBlobs) inline.set(key, blob);
 
     const failed = new Set<string>();
-    const extractors: Array<{ config: ExtractorConfig; extractor: ExtractorPlugin; job: ExtractorOutcome }> = [];
+    const extractors: ExtractorRun[] = [];
     for (const config of collection.feature_extractors) {
       const extractor = this.deps.plugins.extractors.get(config.feature_extractor_name);
       if (!extractor) {
@@ -155,11 +162,10 @@ export class DocumentProcessor implements CollectionProcessor {
       for (let first = 0; first < passing.length; first += PIPELINE_GROUP) {
         const group = passing.slice(first, first + PIPELINE_GROUP);
         const progress = await this.extractGroup(collection, group, extractors, inline, failed, outcome, clock, signal);
-        const pending = new Map<string, PendingWrite>();
-        const writtenRecords = this.settleGroup(collection, group, progress, failed, pending, outcome, request.processingTier);
+        const settled = this.settleGroup(collection, group, progress, failed, outcome, request.processingTier);
         await settleWrite();
         // Never left rejected while the next group is extracted: settleWrite rethrows the error.
-        writing = this.write(clock, collection, [...pending.values()], writtenRecords, inline).then(
+        writing = this.write(clock, collection, settled.pending, settled.records, inline).then(
           (count) => ({ count }),
           (error: unknown) => ({ count: 0, error }),
         );
@@ -188,7 +194,7 @@ export class DocumentProcessor implements CollectionProcessor {
   private async extractGroup(
     collection: CollectionRow,
     group: SourceRecord[],
-    extractors: ReadonlyArray<{ config: ExtractorConfig; extractor: ExtractorPlugin; job: ExtractorOutcome }>,
+    extractors: readonly ExtractorRun[],
     inline: ReadonlyMap<string, InlineBlob>,
     failed: Set<string>,
     outcome: ProcessingOutcome,
@@ -196,7 +202,7 @@ export class DocumentProcessor implements CollectionProcessor {
     signal: AbortSignal | undefined,
   ): Promise<Map<string, RecordProgress>> {
     // Per record: what each extractor made of it. Its documents are written only once every extractor ran on it.
-    const progress = new Map(group.map((r) => [r.id, { ran: 0, extracted: [] as Extracted[], skips: [] as SkipReason[], submitted: false }]));
+    const progress = new Map(group.map((r): [string, RecordProgress] => [r.id, { ran: 0, extracted: [], skips: [], submitted: false }]));
     for (const { config, extractor, job } of extractors) {
       if (signal?.aborted) break;
       const started = Date.now();
@@ -240,16 +246,16 @@ export class DocumentProcessor implements CollectionProcessor {
     return progress;
   }
 
-  /** Each record of the group gets its result; the documents of those every extractor ran on are queued. Returns those records. */
+  /** Each record of the group gets its result; returns the documents of those every extractor ran on, and those records. */
   private settleGroup(
     collection: CollectionRow,
     group: SourceRecord[],
     progress: ReadonlyMap<string, RecordProgress>,
     failed: ReadonlySet<string>,
-    pending: Map<string, PendingWrite>,
     outcome: ProcessingOutcome,
     tier: number,
-  ): SourceRecord[] {
+  ): { pending: PendingWrite[]; records: SourceRecord[] } {
+    const pending = new Map<string, PendingWrite>();
     const extractorCount = collection.feature_extractors.length;
     const writtenRecords: SourceRecord[] = [];
     for (const record of group) {
@@ -273,7 +279,7 @@ export class DocumentProcessor implements CollectionProcessor {
         writtenRecords.push(record);
       }
     }
-    return writtenRecords;
+    return { pending: [...pending.values()], records: writtenRecords };
   }
 
   async featureIndexes(organizationId: string, collectionId: string): Promise<Array<{ feature: string; index: string }>> {
