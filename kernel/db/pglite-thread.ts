@@ -12,6 +12,7 @@
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
+import { DATA_THREAD_LIMITS } from '../thread-entry.js';
 
 export interface PgliteThreadOptions {
   /** Data folder; in memory when absent. */
@@ -374,6 +375,7 @@ export class PgliteThread extends PgliteClient {
         loadDataDir: options.loadDataDir,
         profile: process.env.TESSERA_DB_PROFILE || undefined,
       },
+      resourceLimits: DATA_THREAD_LIMITS,
     });
     super(worker, true);
     this.worker = worker;

@@ -11,7 +11,7 @@
  * If the thread dies it is started again; `stop` lets its running tasks finish first.
  */
 import { type MessagePort, Worker } from 'node:worker_threads';
-import { threadEntrySource } from '../thread-entry.js';
+import { DATA_THREAD_LIMITS, threadEntrySource } from '../thread-entry.js';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 
@@ -83,6 +83,7 @@ export class TaskThread {
       // The thread logs through its own pino; its stdout/stderr are this process's.
       stdout: false,
       stderr: false,
+      resourceLimits: DATA_THREAD_LIMITS,
     });
     this.worker = worker;
     worker.on('error', (err) => this.log.error({ err }, 'task thread failed'));
