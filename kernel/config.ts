@@ -94,6 +94,8 @@ export interface Config {
   taskLeaseMs: number;
   /** Tasks one process runs at a time (per task type on NATS). */
   taskConcurrency: number;
+  /** ffmpeg processes one process runs at once across every extractor (default: two per core). */
+  mediaProcesses: number;
   /** Whether `tessera serve` also runs background tasks (turn off when `tessera worker` processes do). */
   runTasks: boolean;
   /**
@@ -263,6 +265,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     inferenceWorkers: int(env.TESSERA_INFERENCE_WORKERS, defaultInferenceWorkers(availableParallelism()), 'TESSERA_INFERENCE_WORKERS'),
     taskLeaseMs: Math.max(300, int(env.TESSERA_TASK_LEASE_MS, 60_000, 'TESSERA_TASK_LEASE_MS')),
     taskConcurrency: Math.max(1, int(env.TESSERA_TASK_CONCURRENCY, 4, 'TESSERA_TASK_CONCURRENCY')),
+    mediaProcesses: Math.max(1, int(env.TESSERA_MEDIA_PROCESSES, 2 * availableParallelism(), 'TESSERA_MEDIA_PROCESSES')),
     runTasks: env.TESSERA_RUN_TASKS === undefined ? true : !['0', 'false', 'no', 'off'].includes(env.TESSERA_RUN_TASKS.toLowerCase()),
     taskThread: env.TESSERA_TASK_THREAD === undefined ? true : !['0', 'false', 'no', 'off'].includes(env.TESSERA_TASK_THREAD.toLowerCase()),
     taskWaitWarnMs: int(env.TESSERA_TASK_WAIT_WARN_MS, 5_000, 'TESSERA_TASK_WAIT_WARN_MS'),

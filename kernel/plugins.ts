@@ -14,6 +14,7 @@ import type { ResolvedNamespace } from './auth/namespaces.js';
 import type { JsonSchema } from './json-schema.js';
 import type { InferenceClient } from './inference/client.js';
 import type { BlobStore } from './blobs/blob-store.js';
+import type { ProcessSlots } from './media/process-slots.js';
 import type { Services } from './tokens.js';
 import type { StageOptimizerTraits } from './retrieval/optimizer.js';
 import type { RetrievalFeature } from './retrieval/documents.js';
@@ -190,6 +191,11 @@ export interface ExtractorContext {
   blobs: BlobStore;
   /** Stores files an extractor derives (thumbnails, keyframes) under keys owned by the document being made. */
   artifacts: ArtifactWriter;
+  /**
+   * The bound on helper processes (ffmpeg) this process runs at once: pass it as `slots` to the media
+   * helpers of kernel/media. Absent, an extractor's runs are bounded only by the extractor itself.
+   */
+  mediaProcesses?: ProcessSlots;
 }
 
 /** A stored blob as document fields reference it (the same shape inputs use for media). */

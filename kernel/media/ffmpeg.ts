@@ -17,6 +17,7 @@ import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { PayloadTooLargeError } from '../errors.js';
 import { FfmpegNotFoundError, MediaDecodeError, MediaTimeoutError } from './errors.js';
+import type { ProcessSlots } from './process-slots.js';
 
 export type FfmpegSource = 'env' | 'path' | 'npm';
 
@@ -107,6 +108,8 @@ export interface FfmpegCallOptions {
   signal?: AbortSignal;
   /** Called with the process id once ffmpeg has been started (observability, tests). */
   onSpawn?: (pid: number) => void;
+  /** Waits for one of these before starting ffmpeg, and gives it back when ffmpeg is gone (a bound per process). */
+  slots?: ProcessSlots;
 }
 
 export interface RunFfmpegOptions extends FfmpegCallOptions {
@@ -215,6 +218,15 @@ async function binaryFor(options: FfmpegCallOptions): Promise<string> {
 export async function runFfmpeg(args: readonly string[], options: RunFfmpegOptions = {}): Promise<FfmpegResult> {
   options.signal?.throwIfAborted();
   const binary = await binaryFor(options);
+  const release = options.slots ? await options.slots.acquire(options.signal) : undefined;
+  try {
+    return await runAcquired(binary, args, options);
+  } finally {
+    release?.();
+  }
+}
+
+async function runAcquired(binary: string, args: readonly string[], options: RunFfmpegOptions): Promise<FfmpegResult> {
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
   const proc = new FfmpegProcess(binary, args, options.onStderrLine);
@@ -250,6 +262,8 @@ export async function runFfmpeg(args: readonly string[], options: RunFfmpegOptio
     clearTimeout(timer);
     options.signal?.removeEventListener('abort', onAbort);
     proc.kill();
+    // The slot (if any) is given back by the caller: only once the process is really gone.
+    await proc.exited.catch(() => undefined);
   }
 }
 
@@ -272,6 +286,15 @@ const DEFAULT_STALL_MS = 60_000;
 export async function* streamFfmpeg(args: readonly string[], options: StreamFfmpegOptions = {}): AsyncGenerator<Buffer, void, undefined> {
   options.signal?.throwIfAborted();
   const binary = await binaryFor(options);
+  const release = options.slots ? await options.slots.acquire(options.signal) : undefined;
+  try {
+    yield* streamAcquired(binary, args, options);
+  } finally {
+    release?.();
+  }
+}
+
+async function* streamAcquired(binary: string, args: readonly string[], options: StreamFfmpegOptions): AsyncGenerator<Buffer, void, undefined> {
   const stallMs = options.stallTimeoutMs ?? DEFAULT_STALL_MS;
   const proc = new FfmpegProcess(binary, args, options.onStderrLine);
   if (proc.child.pid !== undefined) options.onSpawn?.(proc.child.pid);

@@ -17,6 +17,7 @@ import { InputError } from '../../../kernel/errors.js';
 import { decodeAudio } from '../../../kernel/media/audio.js';
 import { extractFrame } from '../../../kernel/media/frames.js';
 import { openMediaInput } from '../../../kernel/media/media-input.js';
+import { slotsOption } from '../../../kernel/media/process-slots.js';
 import { probeMedia, type MediaProbe } from '../../../kernel/media/probe.js';
 import { detectSceneChanges } from '../../../kernel/media/scenes.js';
 import { defineExtractor, type BlobReference, type DocumentDraft, type ExtractorContext } from '../../../kernel/plugins.js';
@@ -54,10 +55,10 @@ function checkDims(vectors: number[][], dims: number, model: string, feature: st
   return vectors;
 }
 
-async function planSegments(file: string, probe: MediaProbe, params: ResolvedVideoParameters): Promise<TimeSpan[]> {
+async function planSegments(ctx: ExtractorContext, file: string, probe: MediaProbe, params: ResolvedVideoParameters): Promise<TimeSpan[]> {
   const duration = probe.durationSeconds ?? 0;
   if (params.splitMethod === 'time') return timeSegments(duration, params.interval, params.minSceneLength, params.maxSegments);
-  const cuts = await detectSceneChanges(file, { threshold: params.sceneThreshold, startSeconds: probe.startSeconds });
+  const cuts = await detectSceneChanges(file, { threshold: params.sceneThreshold, startSeconds: probe.startSeconds, ...slotsOption(ctx.mediaProcesses) });
   return sceneSegments(duration, cuts, params.minSceneLength, params.maxSegments);
 }
 
@@ -91,11 +92,11 @@ class SegmentProcessor {
 
   private async decodeSegment(span: TimeSpan): Promise<SegmentMedia> {
     const time = keyframeTime(span);
-    const keyframe = await extractFrame(this.file, { timeSeconds: time, maxSize: this.params.thumbnailSize, format: 'jpeg' });
+    const keyframe = await extractFrame(this.file, { timeSeconds: time, maxSize: this.params.thumbnailSize, format: 'jpeg', ...slotsOption(this.ctx.mediaProcesses) });
     let ocrImage: Buffer | undefined;
     if (this.params.enableOcr) {
       ocrImage = this.needsLargerOcrFrame
-        ? await extractFrame(this.file, { timeSeconds: time, maxSize: OCR_MAX_SIZE, format: 'jpeg', jpegQuality: 2 })
+        ? await extractFrame(this.file, { timeSeconds: time, maxSize: OCR_MAX_SIZE, format: 'jpeg', jpegQuality: 2, ...slotsOption(this.ctx.mediaProcesses) })
         : keyframe;
     }
     let audio: Float32Array = new Float32Array(0);
@@ -106,6 +107,7 @@ class SegmentProcessor {
         sampleRate: SAMPLE_RATE,
         startSeconds: span.start + (length - seconds) / 2,
         durationSeconds: seconds,
+        ...slotsOption(this.ctx.mediaProcesses),
       });
     }
     return { keyframe, ocrImage, audio };
@@ -241,11 +243,11 @@ export default defineExtractor({
     const params = resolveParameters(input.parameters);
     const media = await openMediaInput(ctx.blobs, input.fields.video, { extractor: 'video_extractor', input: 'video' });
     try {
-      const probe = await probeMedia(media.path);
+      const probe = await probeMedia(media.path, slotsOption(ctx.mediaProcesses));
       if (!probe.hasVideo) {
         throw new InputError(`video_extractor: the input has no video stream (format ${probe.format})`, { format: probe.format });
       }
-      const spans = await planSegments(media.path, probe, params);
+      const spans = await planSegments(ctx, media.path, probe, params);
       const processor = new SegmentProcessor(ctx, media.path, probe, params);
       for (let first = 0; first < spans.length; first += SEGMENT_BATCH) {
         const drafts = await processor.process(spans.slice(first, first + SEGMENT_BATCH), first, spans.length);

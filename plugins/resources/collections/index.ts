@@ -11,6 +11,7 @@ import {
   BlobStore,
   Clock,
   CollectionProcessor,
+  Config,
   DatabaseHandle,
   Inference,
   ObjectCatalog,
@@ -135,6 +136,7 @@ export default defineResource({
         log: services.get(RootLogger).child({ component: 'processing' }),
         objects: () => services.get(ObjectCatalog),
         inference: () => services.get(Inference),
+        mediaProcesses: services.get(Config).mediaProcesses,
     });
     container.bind(Processor).toConstantValue(processor);
     container.bind(CollectionProcessor).toConstantValue(processor);

@@ -1,6 +1,7 @@
 /** Spawned inference worker processes: start, serve, restart after a crash (same address), stop. */
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isRunning as alive } from '../../support/processes.js';
 import { InferenceClient } from '../../../kernel/inference/client.js';
 import { startInferenceWorkers, type InferenceRuntime } from '../../../kernel/inference/index.js';
 import { silentLogger } from '../../support/logs.js';
@@ -17,15 +18,6 @@ async function eventually<T>(probe: () => Promise<T | undefined> | T | undefined
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   throw new Error(`gave up waiting for ${what}`);
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 describe('inference worker pool', () => {

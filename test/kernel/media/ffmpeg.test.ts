@@ -7,6 +7,7 @@ import { mkdtemp, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isRunning } from '../../support/processes.js';
 import { InputError, PayloadTooLargeError, ServiceUnavailableError } from '../../../kernel/errors.js';
 import { FfmpegNotFoundError, MediaDecodeError, MediaTimeoutError } from '../../../kernel/media/errors.js';
 import { defaultFfmpeg, locateFfmpeg, runFfmpeg, streamFfmpeg } from '../../../kernel/media/ffmpeg.js';
@@ -15,15 +16,6 @@ import { defaultFfmpeg, locateFfmpeg, runFfmpeg, streamFfmpeg } from '../../../k
 const SINE_ARGS = ['-f', 'lavfi', '-i', 'sine=frequency=440:sample_rate=8000:duration=1', '-ac', '1', '-f', 'f32le', 'pipe:1'];
 /** A source that never ends, written nowhere: ffmpeg runs until stopped and prints nothing on stdout. */
 const ENDLESS_NULL_ARGS = ['-re', '-f', 'lavfi', '-i', 'sine=frequency=440:sample_rate=8000', '-f', 'null', '-'];
-
-function isRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 let dir: string;
 let binary: string;

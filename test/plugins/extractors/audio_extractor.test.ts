@@ -8,6 +8,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InputError, NotFoundError } from '../../../kernel/errors.js';
 import { MediaDecodeError } from '../../../kernel/media/errors.js';
+import { ProcessSlots } from '../../../kernel/media/process-slots.js';
 import type { BlobReference, ExtractorInput } from '../../../kernel/plugins.js';
 import audioExtractor, { AUDIO_EMBEDDING_DIMS, EMBED_MAX_CLIPS, SAMPLE_RATE } from '../../../plugins/extractors/audio_extractor/index.js';
 import { resolveParameters } from '../../../plugins/extractors/audio_extractor/parameters.js';
@@ -150,6 +151,13 @@ describe('audio_extractor with an inference worker and a blob store', () => {
 
   afterAll(async () => {
     await harness?.cleanup();
+  });
+
+  it('runs its ffmpeg processes (probe, streamed decode) under the context\'s mediaProcesses', async () => {
+    const slots = new ProcessSlots(1);
+    const drafts = await collect(audioExtractor.extract({ ...harness.ctx, mediaProcesses: slots }, input(twentyFive, { segment_length: 10 })));
+    expect(drafts).toHaveLength(3);
+    expect([slots.highWater, slots.active, slots.queued]).toEqual([1, 0, 0]);
   });
 
   it('25 s at 16 kHz with 10 s segments: three segments, the last 5 s, each embedding describing its own tone', async () => {

@@ -9,6 +9,7 @@ import path from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InputError } from '../../../kernel/errors.js';
+import { ProcessSlots } from '../../../kernel/media/process-slots.js';
 import type { BlobReference, DocumentDraft, ExtractorInput } from '../../../kernel/plugins.js';
 import videoExtractor, { AUDIO_EMBEDDING_DIMS, KEYFRAME_EMBEDDING_DIMS, SAMPLE_RATE, SEGMENT_BATCH } from '../../../plugins/extractors/video_extractor/index.js';
 import { resolveParameters } from '../../../plugins/extractors/video_extractor/parameters.js';
@@ -206,6 +207,14 @@ describe('video_extractor with an inference worker and a blob store', () => {
       { width: 320, height: 240 },
       { width: 320, height: 240 },
     ]);
+  });
+
+  it('runs every ffmpeg process (probe, scene cuts, frames, sound) under the context\'s mediaProcesses', async () => {
+    // One slot for segments decoded two at a time: with a second slot the bound would be met without waiting.
+    const slots = new ProcessSlots(1);
+    const drafts = await collect(videoExtractor.extract({ ...harness.ctx, mediaProcesses: slots }, input(videos.redBlue, { split_method: 'scene', interval: 1 })));
+    expect(drafts.length).toBeGreaterThan(0);
+    expect([slots.highWater, slots.active, slots.queued]).toEqual([1, 0, 0]);
   });
 
   it('audio_embedding describes the soundtrack (a 440 Hz tone)', async () => {

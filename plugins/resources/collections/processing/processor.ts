@@ -17,6 +17,7 @@ import { ApiError, InputError, NotFoundError, RequestValidationError, ServiceUna
 import type { EventBus } from '../../../../kernel/events/event-bus.js';
 import { matchesFilter, parseFilter } from '../../../../kernel/filters/filter.js';
 import type { InferenceClient } from '../../../../kernel/inference/client.js';
+import { ProcessSlots } from '../../../../kernel/media/process-slots.js';
 import type { DocumentDraft, ExtractorContext, ExtractorPlugin, PluginRegistry } from '../../../../kernel/plugins.js';
 import {
   emptyOutcome,
@@ -53,6 +54,8 @@ export interface DocumentProcessorDeps {
   inference: () => InferenceClient;
   /** Records of one group extracted at the same time (their inference calls overlap); by default 32, or 4 when an input is large. */
   concurrency?: number;
+  /** ffmpeg processes this processor's extractors run at once, all records and tasks together (default: unbounded). */
+  mediaProcesses?: number;
 }
 
 type ExtractorConfig = CollectionRow['feature_extractors'][number];
@@ -96,7 +99,12 @@ const SUGGESTIONS: Record<ProcessingError['error_type'], string> = {
 export class DocumentProcessor implements CollectionProcessor {
   private readonly ensured = new Set<string>();
 
-  constructor(private readonly deps: DocumentProcessorDeps) {}
+  /** One bound for every record and task this processor runs (they share the process's cores). */
+  private readonly mediaProcesses: ProcessSlots | undefined;
+
+  constructor(private readonly deps: DocumentProcessorDeps) {
+    this.mediaProcesses = deps.mediaProcesses !== undefined ? new ProcessSlots(deps.mediaProcesses) : undefined;
+  }
 
   async plan(organizationId: string, bucketId: string) {
     const rows = (await this.deps.db('collections')
@@ -374,6 +382,7 @@ export class DocumentProcessor implements CollectionProcessor {
       inference: this.deps.inference(),
       blobs: prefetched.store,
       artifacts: BlobArtifactWriter.forRecord(this.deps.blobs, collection.organization_id, collection.collection_id, record.id),
+      ...(this.mediaProcesses ? { mediaProcesses: this.mediaProcesses } : {}),
     };
     const input = { objectId: record.rootObjectId, mimeType, fields, parameters: (config.parameters ?? {}) as Record<string, unknown> };
     for await (const draft of extractor.extract(ctx, input)) drafts.push(draft);

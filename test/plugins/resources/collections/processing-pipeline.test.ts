@@ -2,12 +2,13 @@
  * The processor extracts a chunk's records a group at a time and writes each group's documents while the
  * next group is extracted. With a chunk of several groups: every record gets its result, each error is
  * listed once by its extractor, every document is written once; small inputs are extracted 32 at a time,
- * large ones 4; the next group is extracted while the
+ * large ones 4, all under one bound on ffmpeg processes; the next group is extracted while the
  * first one is written; and a write that fails meanwhile fails the whole call (the task is retried) with
  * its error, never as an unhandled rejection.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServiceUnavailableError } from '../../../../kernel/errors.js';
+import { ProcessSlots } from '../../../../kernel/media/process-slots.js';
 import { CollectionProcessor, PluginRegistry } from '../../../../kernel/tokens.js';
 import builtins from '../../../../plugins/index.js';
 import { Documents } from '../../../../plugins/resources/collections/index.js';
@@ -27,7 +28,7 @@ describe('processing a chunk of several groups', () => {
 
   beforeAll(async () => {
     process.on('unhandledRejection', onUnhandled);
-    t = await startTestKernel({ plugins: [...builtins, flakyExtractor], config: { runTasks: false } });
+    t = await startTestKernel({ plugins: [...builtins, flakyExtractor], config: { runTasks: false, mediaProcesses: 3 } });
     expect((await t.client().POST('/v1/namespaces', { body: { namespace_name: 'work' } })).response.status).toBe(201);
     const api = (method: string, p: string, body?: unknown) =>
       t.request(method, p, { key: t.adminKey, headers: { 'X-Namespace': 'work' }, ...(body !== undefined ? { body } : {}) });
@@ -96,7 +97,9 @@ describe('processing a chunk of several groups', () => {
     const originalExtract = extractor.extract.bind(extractor);
     let active = 0;
     let most = 0;
+    const bounds = new Set<ProcessSlots | undefined>();
     extractor.extract = async function* (ctx, input) {
+      bounds.add(ctx.mediaProcesses);
       active += 1;
       most = Math.max(most, active);
       try {
@@ -115,6 +118,10 @@ describe('processing a chunk of several groups', () => {
       const outcome = await processor.process({ organizationId, collectionId: created.body.collection_id as string, recordIds: large, processingTier: 0, origin: 'test' });
       expect(outcome.documents_written).toBe(20);
       expect(most).toBe(4);
+      // Every record of every call shares one bound on ffmpeg processes, sized by TESSERA_MEDIA_PROCESSES.
+      expect(bounds.size).toBe(1);
+      expect([...bounds][0]).toBeInstanceOf(ProcessSlots);
+      expect([...bounds][0]!.limit).toBe(3);
     } finally {
       extractor.extract = originalExtract;
     }
