@@ -5,7 +5,7 @@
  */
 import type { Sharp, SharpOptions } from 'sharp';
 import { InputError } from '../../../kernel/errors.js';
-import { stripJpegMetadata } from './jpeg.js';
+import { readJpegHeader, stripJpegMetadata } from './jpeg.js';
 
 type SharpFactory = (input: Uint8Array, options?: SharpOptions) => Sharp;
 
@@ -50,6 +50,9 @@ function unreadable(err: unknown): InputError {
 }
 
 export async function readHeader(bytes: Buffer): Promise<ImageHeader> {
+  // Most pictures are JPEGs: their header is read in JavaScript (jpeg.ts), sharp reads anything else or unusual.
+  const jpeg = readJpegHeader(bytes);
+  if (jpeg) return { ...jpeg, format: 'jpeg', hasAlpha: false };
   const sharp = await loadSharp();
   try {
     const meta = await sharp(bytes, { autoOrient: true }).metadata();

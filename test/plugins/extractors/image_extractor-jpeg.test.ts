@@ -5,7 +5,7 @@
  */
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
-import { stripJpegMetadata } from '../../../plugins/extractors/image_extractor/jpeg.js';
+import { readJpegHeader, stripJpegMetadata } from '../../../plugins/extractors/image_extractor/jpeg.js';
 import { textImage } from '../../support/media/images.js';
 
 async function pixels(bytes: Buffer): Promise<Buffer> {
@@ -60,5 +60,68 @@ describe('stripJpegMetadata', () => {
     expect(stripJpegMetadata(Buffer.from([0xff, 0xd8, 0xff, 0xd9]))).toBeUndefined();
     expect(stripJpegMetadata(await textImage(['PNG']).png().toBuffer())).toBeUndefined();
     expect(stripJpegMetadata(Buffer.alloc(0))).toBeUndefined();
+  });
+});
+
+/** A big-endian ("MM") EXIF block holding only IFD0's orientation tag, inserted after SOI. */
+function withBigEndianOrientation(jpeg: Buffer, orientation: number): Buffer {
+  const tiff = Buffer.alloc(8 + 2 + 12 + 4);
+  tiff.write('MM', 0, 'latin1');
+  tiff.writeUInt16BE(42, 2);
+  tiff.writeUInt32BE(8, 4);
+  tiff.writeUInt16BE(1, 8);
+  tiff.writeUInt16BE(0x0112, 10);
+  tiff.writeUInt16BE(3, 12);
+  tiff.writeUInt32BE(1, 14);
+  tiff.writeUInt16BE(orientation, 18);
+  const body = Buffer.concat([Buffer.from('Exif\0\0', 'latin1'), tiff]);
+  const segment = Buffer.concat([Buffer.from([0xff, 0xe1, (body.length + 2) >> 8, (body.length + 2) & 0xff]), body]);
+  return Buffer.concat([jpeg.subarray(0, 2), segment, jpeg.subarray(2)]);
+}
+
+/** What sharp says of the same file, in readJpegHeader's terms. */
+async function sharpHeader(bytes: Buffer): Promise<Record<string, unknown>> {
+  const meta = await sharp(bytes, { autoOrient: true }).metadata();
+  return {
+    width: meta.autoOrient?.width ?? meta.width,
+    height: meta.autoOrient?.height ?? meta.height,
+    orientation: meta.orientation,
+    space: meta.space,
+    hasProfile: meta.hasProfile === true,
+  };
+}
+
+describe('readJpegHeader', () => {
+  it('says what sharp says: size as seen, EXIF orientation (either byte order), colour space, ICC profile', async () => {
+    const base = () => textImage(['HEAD'], { width: 200, height: 120 });
+    const cases: Array<[string, Buffer]> = [
+      ['baseline', await base().jpeg().toBuffer()],
+      ['progressive', await base().jpeg({ progressive: true }).toBuffer()],
+      ['grey', await base().toColourspace('b-w').jpeg().toBuffer()],
+      ['cmyk', await base().toColourspace('cmyk').jpeg().toBuffer()],
+      ['orientation 6', await base().withMetadata({ orientation: 6 }).jpeg().toBuffer()],
+      ['orientation 3 with EXIF fields', await base().withExif({ IFD0: { Make: 'Cam' } }).withMetadata({ orientation: 3 }).jpeg().toBuffer()],
+      ['orientation 8, big-endian EXIF', withBigEndianOrientation(await base().jpeg().toBuffer(), 8)],
+      ['ICC profile', await base().withIccProfile('p3').jpeg().toBuffer()],
+      ['comment', withComment(await base().jpeg().toBuffer(), 'hello')],
+    ];
+    for (const [name, bytes] of cases) {
+      const header = readJpegHeader(bytes);
+      expect(header, name).toBeDefined();
+      expect({ ...header }, name).toEqual(await sharpHeader(bytes));
+    }
+    // The cases do differ where they should.
+    expect(readJpegHeader(cases[4]![1])).toMatchObject({ width: 120, height: 200, orientation: 6 });
+    expect(readJpegHeader(cases[2]![1])!.space).toBe('b-w');
+    expect(readJpegHeader(cases[7]![1])!.hasProfile).toBe(true);
+  });
+
+  it('leaves sharp to answer for what is not a plain JPEG header', async () => {
+    const jpeg = await textImage(['ODD']).jpeg().toBuffer();
+    expect(readJpegHeader(await textImage(['PNG']).png().toBuffer())).toBeUndefined();
+    expect(readJpegHeader(jpeg.subarray(0, 100))).toBeUndefined(); // cut before the scan
+    expect(readJpegHeader(withBigEndianOrientation(jpeg, 0))).toBeUndefined(); // an orientation out of range
+    expect(readJpegHeader(Buffer.from([0xff, 0xd8, 0xff, 0xda, 0, 2]))).toBeUndefined(); // a scan without a frame header
+    expect(readJpegHeader(Buffer.alloc(0))).toBeUndefined();
   });
 });
