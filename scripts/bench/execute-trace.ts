@@ -6,7 +6,7 @@
  * grouped by statement) and, with --cpu-profile, a V8 CPU profile of the timed executes only (open it in
  * Chrome DevTools), with --heap-profile a sampled profile of what the timed executes allocated on the service's thread,
  * garbage included (what young-generation collections, and so the latency tail, come from); with --clients, then executes/s with C requests in flight for S seconds. Queries are the documents' own vectors, each different unless --distinct Q repeats the first Q
- * (as retrieval.ts does with its 200 queries: warm documents). Embedded database unless BENCH_DATABASE_URL is set.
+ * (as retrieval.ts does with its 200 queries: warm documents). On Linux it also prints the CPU per execute of each thread. Embedded database unless BENCH_DATABASE_URL is set.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { Session } from 'node:inspector/promises';
@@ -18,6 +18,7 @@ import { startKernel } from '../../kernel/app.js';
 import { loadConfig } from '../../kernel/config.js';
 import { DatabaseHandle } from '../../kernel/tokens.js';
 import { HttpLoad } from './http-load.js';
+import { threadCpuLines, threadTicks } from './thread-cpu.js';
 import { clusteredVectors } from '../../test/support/embeddings.js';
 import builtins from '../../plugins/index.js';
 
@@ -100,6 +101,7 @@ try {
   // The client runs in a worker thread: the profile and the CPU time below are the service's alone.
   const load = new HttpLoad(kernel.url, { Authorization: `Bearer ${adminKey}`, 'X-Namespace': namespace });
   const cpuBefore = process.cpuUsage();
+  const threadsBefore = threadTicks();
   const run = await load.latencies(`/v1/retrievers/${created.retriever.retriever_id}/execute`, Array.from({ length: RUNS }, (_, i) => ({ inputs: { vector: vectors[(i % DISTINCT) % vectors.length] } })), ['document_id']);
   const cpu = process.cpuUsage(cpuBefore);
   if (args['heap-profile']) {
@@ -115,6 +117,8 @@ try {
   };
   console.log(`${RUNS} executes at 1 client: p50 ${run.p50.toFixed(2)} ms, p95 ${run.p95.toFixed(2)} ms`);
   console.log(`process CPU per execute (service and client threads): ${((cpu.user + cpu.system) / 1000 / RUNS).toFixed(2)} ms`);
+  const byThread = threadCpuLines(threadsBefore, RUNS);
+  if (byThread.length > 0) console.log(`CPU per execute by thread (Linux /proc; main is the HTTP thread):\n${byThread.join('\n')}`);
   printStatements(RUNS);
   if (args.clients) {
     const bodies = Array.from({ length: Math.min(DISTINCT, vectors.length) }, (_, i) => ({ inputs: { vector: vectors[i] } }));

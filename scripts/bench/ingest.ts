@@ -26,6 +26,7 @@ import { Documents } from '../../plugins/resources/collections/index.js';
 import { createHashedNgramTextModel } from '../../plugins/models/hashed-ngram-text/index.js';
 import imageDescriptor from '../../plugins/models/image-descriptor/index.js';
 import { HttpLoad } from './http-load.js';
+import { threadCpuLines, threadTicks } from './thread-cpu.js';
 
 const textCount = Number(process.argv[2] ?? 10_000);
 const imageCount = Number(process.argv[3] ?? 1_000);
@@ -87,7 +88,7 @@ async function ingest(
   count: number,
   bulkSize: number,
   blobOf: (i: number) => Promise<Record<string, unknown>>,
-): Promise<{ createSeconds: number; batchSeconds: number; batch: Record<string, any>; meDuring: number[]; cpuSeconds: number; rssAfter: number }> {
+): Promise<{ createSeconds: number; batchSeconds: number; batch: Record<string, any>; meDuring: number[]; cpuSeconds: number; rssAfter: number; byThread: string[] }> {
   await call('POST', '/v1/buckets', { bucket_name: bucket });
   await call('POST', '/v1/collections/create', { ...collection, source: { type: 'bucket', bucket_id: bucket } });
   const ids: string[] = new Array<string>(count);
@@ -106,6 +107,7 @@ async function ingest(
   const profile = process.env.BENCH_PROFILE ? await startProfile() : undefined;
   const batchStart = performance.now();
   const cpuStart = process.cpuUsage();
+  const threadsStart = threadTicks();
   const sampler = await sampleMe();
   const batch = await call('POST', `/v1/buckets/${bucket}/batches`, { object_ids: ids });
   await call('POST', `/v1/buckets/${bucket}/batches/${batch.batch_id}/submit`);
@@ -118,9 +120,10 @@ async function ingest(
   const cpu = process.cpuUsage(cpuStart);
   const cpuSeconds = (cpu.user + cpu.system) / 1e6;
   const rssAfter = process.memoryUsage().rss;
+  const byThread = threadCpuLines(threadsStart, 1, 50);
   if (profile) await profile(`${process.env.BENCH_PROFILE}-${bucket}.cpuprofile`);
   if (done.status !== 'COMPLETED') throw new Error(`batch ended ${done.status}: ${JSON.stringify(done.tier_tasks?.[0]?.errors?.slice(0, 2))}`);
-  return { createSeconds, batchSeconds, batch: done, meDuring, cpuSeconds, rssAfter };
+  return { createSeconds, batchSeconds, batch: done, meDuring, cpuSeconds, rssAfter, byThread };
 }
 
 /** `GET /v1/me` one call at a time, every ~10 ms, until stopped: the API's latency as a client sees it. */
@@ -227,6 +230,7 @@ function report(label: string, count: number, r: Awaited<ReturnType<typeof inges
   console.log(`    bare bulk insert (documents + vectors): ${bare.insert.toFixed(0)} documents/s`);
   console.log(`    end to end:                            ${(tier.documents_written / total).toFixed(0)} documents/s  (batch alone ${(tier.documents_written / r.batchSeconds).toFixed(0)}/s)`);
   console.log(`  CPU of this process (API, runner, database) during the batch: ${((r.cpuSeconds / Math.max(1, tier.documents_written)) * 1000).toFixed(2)} s per 1,000 documents`);
+  if (r.byThread.length > 0) console.log(`  CPU during the batch by thread (Linux /proc; main is the HTTP thread):\n${r.byThread.join('\n')}`);
   console.log(`  resident memory of this process right after the batch: ${(r.rssAfter / 1e6).toFixed(0)} MB`);
   console.log(
     `  GET /v1/me p99: idle ${p99(bare.meIdle).toFixed(1)} ms (${bare.meIdle.length} calls), during the batch ${p99(r.meDuring).toFixed(1)} ms ` +
