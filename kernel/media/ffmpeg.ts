@@ -227,6 +227,8 @@ export async function runFfmpeg(args: readonly string[], options: RunFfmpegOptio
 }
 
 async function runAcquired(binary: string, args: readonly string[], options: RunFfmpegOptions): Promise<FfmpegResult> {
+  // Waiting for a slot may have taken a while: a run canceled meanwhile does not start.
+  options.signal?.throwIfAborted();
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
   const proc = new FfmpegProcess(binary, args, options.onStderrLine);
@@ -295,6 +297,7 @@ export async function* streamFfmpeg(args: readonly string[], options: StreamFfmp
 }
 
 async function* streamAcquired(binary: string, args: readonly string[], options: StreamFfmpegOptions): AsyncGenerator<Buffer, void, undefined> {
+  options.signal?.throwIfAborted();
   const stallMs = options.stallTimeoutMs ?? DEFAULT_STALL_MS;
   const proc = new FfmpegProcess(binary, args, options.onStderrLine);
   if (proc.child.pid !== undefined) options.onSpawn?.(proc.child.pid);
