@@ -9,8 +9,11 @@ import { MediaDecodeError } from '../../../kernel/media/errors.js';
 import { runFfmpeg, streamFfmpeg } from '../../../kernel/media/ffmpeg.js';
 import { ProcessSlots, slotsOption } from '../../../kernel/media/process-slots.js';
 
-/** A quarter second of an 8 kHz sine as mono float32. */
-const SHORT_SINE = ['-f', 'lavfi', '-i', 'sine=frequency=440:sample_rate=8000:duration=0.25', '-ac', '1', '-f', 'f32le', 'pipe:1'];
+/**
+ * A quarter second of an 8 kHz sine as mono float32, produced in real time (-re): each process lives at least
+ * 0.25 s however fast the machine, so runs the slots let through together really overlap.
+ */
+const SHORT_SINE = ['-re', '-f', 'lavfi', '-i', 'sine=frequency=440:sample_rate=8000:duration=0.25', '-ac', '1', '-f', 'f32le', 'pipe:1'];
 
 describe('ProcessSlots', () => {
   it('grants up to its limit at once, then in order of asking', async () => {
