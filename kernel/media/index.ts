@@ -1,6 +1,6 @@
 /** Media helpers over ffmpeg (see ./ffmpeg.ts for how the binary is found and run). */
 export { defaultFfmpeg, locateFfmpeg, runFfmpeg, streamFfmpeg, DEFAULT_TIMEOUT_MS } from './ffmpeg.js';
-export { ProcessSlots, slotsOption } from './process-slots.js';
+export { ProcessSlots } from './process-slots.js';
 export type { FfmpegCallOptions, FfmpegLocation, FfmpegResult, FfmpegSource, LocateFfmpegOptions, RunFfmpegOptions, StreamFfmpegOptions } from './ffmpeg.js';
 export { FfmpegNotFoundError, MediaDecodeError, MediaTimeoutError, stderrTail } from './errors.js';
 export { channelCount, parseProbeOutput, parseProgressTime, probeMedia } from './probe.js';

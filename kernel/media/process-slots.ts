@@ -66,8 +66,3 @@ export class ProcessSlots {
 function reasonOf(signal: AbortSignal): Error {
   return signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason ?? 'aborted'));
 }
-
-/** The media helpers' `slots` option for a bound that may be absent (e.g. `ctx.mediaProcesses`). */
-export function slotsOption(slots: ProcessSlots | undefined): { slots?: ProcessSlots } {
-  return slots ? { slots } : {};
-}

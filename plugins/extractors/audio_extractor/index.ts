@@ -11,7 +11,6 @@
  */
 import { streamAudio } from '../../../kernel/media/audio.js';
 import { openMediaInput } from '../../../kernel/media/media-input.js';
-import { slotsOption } from '../../../kernel/media/process-slots.js';
 import { probeMedia } from '../../../kernel/media/probe.js';
 import { defineExtractor, type DocumentDraft, type ExtractorContext } from '../../../kernel/plugins.js';
 import { parametersSchema, resolveParameters } from './parameters.js';
@@ -103,7 +102,7 @@ export default defineExtractor({
     const params = resolveParameters(input.parameters);
     const media = await openMediaInput(ctx.blobs, input.fields.audio, { extractor: 'audio_extractor', input: 'audio' });
     try {
-      const probe = await probeMedia(media.path, { measureDuration: false, ...slotsOption(ctx.mediaProcesses) });
+      const probe = await probeMedia(media.path, { measureDuration: false, slots: ctx.mediaProcesses });
       if (!probe.hasAudio) {
         // A silent video (or a picture) is not an error for a collection that also gets audio: it gives no segments.
         ctx.log.info({ objectId: input.objectId, format: probe.format }, 'audio_extractor: the input has no audio stream; no segments');
@@ -132,7 +131,7 @@ export default defineExtractor({
         }
       };
 
-      for await (const block of streamAudio(media.path, { sampleRate: SAMPLE_RATE, ...slotsOption(ctx.mediaProcesses) })) await add(segmenter.push(block));
+      for await (const block of streamAudio(media.path, { sampleRate: SAMPLE_RATE, slots: ctx.mediaProcesses })) await add(segmenter.push(block));
       await add(segmenter.finish());
       await flush();
 

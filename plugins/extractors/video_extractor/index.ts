@@ -17,7 +17,6 @@ import { InputError } from '../../../kernel/errors.js';
 import { decodeAudio } from '../../../kernel/media/audio.js';
 import { extractFrame } from '../../../kernel/media/frames.js';
 import { openMediaInput } from '../../../kernel/media/media-input.js';
-import { slotsOption } from '../../../kernel/media/process-slots.js';
 import { probeMedia, type MediaProbe } from '../../../kernel/media/probe.js';
 import { detectSceneChanges } from '../../../kernel/media/scenes.js';
 import { defineExtractor, type BlobReference, type DocumentDraft, type ExtractorContext } from '../../../kernel/plugins.js';
@@ -58,7 +57,7 @@ function checkDims(vectors: number[][], dims: number, model: string, feature: st
 async function planSegments(ctx: ExtractorContext, file: string, probe: MediaProbe, params: ResolvedVideoParameters): Promise<TimeSpan[]> {
   const duration = probe.durationSeconds ?? 0;
   if (params.splitMethod === 'time') return timeSegments(duration, params.interval, params.minSceneLength, params.maxSegments);
-  const cuts = await detectSceneChanges(file, { threshold: params.sceneThreshold, startSeconds: probe.startSeconds, ...slotsOption(ctx.mediaProcesses) });
+  const cuts = await detectSceneChanges(file, { threshold: params.sceneThreshold, startSeconds: probe.startSeconds, slots: ctx.mediaProcesses });
   return sceneSegments(duration, cuts, params.minSceneLength, params.maxSegments);
 }
 
@@ -92,11 +91,11 @@ class SegmentProcessor {
 
   private async decodeSegment(span: TimeSpan): Promise<SegmentMedia> {
     const time = keyframeTime(span);
-    const keyframe = await extractFrame(this.file, { timeSeconds: time, maxSize: this.params.thumbnailSize, format: 'jpeg', ...slotsOption(this.ctx.mediaProcesses) });
+    const keyframe = await extractFrame(this.file, { timeSeconds: time, maxSize: this.params.thumbnailSize, format: 'jpeg', slots: this.ctx.mediaProcesses });
     let ocrImage: Buffer | undefined;
     if (this.params.enableOcr) {
       ocrImage = this.needsLargerOcrFrame
-        ? await extractFrame(this.file, { timeSeconds: time, maxSize: OCR_MAX_SIZE, format: 'jpeg', jpegQuality: 2, ...slotsOption(this.ctx.mediaProcesses) })
+        ? await extractFrame(this.file, { timeSeconds: time, maxSize: OCR_MAX_SIZE, format: 'jpeg', jpegQuality: 2, slots: this.ctx.mediaProcesses })
         : keyframe;
     }
     let audio: Float32Array = new Float32Array(0);
@@ -107,7 +106,7 @@ class SegmentProcessor {
         sampleRate: SAMPLE_RATE,
         startSeconds: span.start + (length - seconds) / 2,
         durationSeconds: seconds,
-        ...slotsOption(this.ctx.mediaProcesses),
+        slots: this.ctx.mediaProcesses,
       });
     }
     return { keyframe, ocrImage, audio };
@@ -243,7 +242,7 @@ export default defineExtractor({
     const params = resolveParameters(input.parameters);
     const media = await openMediaInput(ctx.blobs, input.fields.video, { extractor: 'video_extractor', input: 'video' });
     try {
-      const probe = await probeMedia(media.path, slotsOption(ctx.mediaProcesses));
+      const probe = await probeMedia(media.path, { slots: ctx.mediaProcesses });
       if (!probe.hasVideo) {
         throw new InputError(`video_extractor: the input has no video stream (format ${probe.format})`, { format: probe.format });
       }

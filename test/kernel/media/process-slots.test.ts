@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { isRunning } from '../../support/processes.js';
 import { MediaDecodeError } from '../../../kernel/media/errors.js';
 import { runFfmpeg, streamFfmpeg } from '../../../kernel/media/ffmpeg.js';
-import { ProcessSlots, slotsOption } from '../../../kernel/media/process-slots.js';
+import { ProcessSlots } from '../../../kernel/media/process-slots.js';
 
 /**
  * A quarter second of an 8 kHz sine as mono float32, produced in real time (-re): each process lives at least
@@ -53,7 +53,6 @@ describe('ProcessSlots', () => {
   it('refuses a limit below one', () => {
     expect(() => new ProcessSlots(0)).toThrow(RangeError);
     expect(() => new ProcessSlots(1.5)).toThrow(RangeError);
-    expect(slotsOption(undefined)).toEqual({});
   });
 });
 
@@ -73,7 +72,7 @@ describe('ffmpeg under slots', () => {
     expect([spawned.length, slots.highWater, slots.active]).toEqual([6, 2, 0]);
 
     await expect(runFfmpeg(['-f', 'lavfi', '-i', 'nosuchsource=x', '-f', 'null', '-'], { slots })).rejects.toBeInstanceOf(MediaDecodeError);
-    for await (const chunk of streamFfmpeg(SHORT_SINE, { ...slotsOption(slots) })) {
+    for await (const chunk of streamFfmpeg(SHORT_SINE, { slots })) {
       expect(slots.active).toBe(1);
       expect(chunk.length).toBeGreaterThan(0);
       break; // the consumer stops early: ffmpeg is killed and its slot comes back

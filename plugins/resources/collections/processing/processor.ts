@@ -382,7 +382,7 @@ export class DocumentProcessor implements CollectionProcessor {
       inference: this.deps.inference(),
       blobs: prefetched.store,
       artifacts: BlobArtifactWriter.forRecord(this.deps.blobs, collection.organization_id, collection.collection_id, record.id),
-      ...(this.mediaProcesses ? { mediaProcesses: this.mediaProcesses } : {}),
+      mediaProcesses: this.mediaProcesses,
     };
     const input = { objectId: record.rootObjectId, mimeType, fields, parameters: (config.parameters ?? {}) as Record<string, unknown> };
     for await (const draft of extractor.extract(ctx, input)) drafts.push(draft);
