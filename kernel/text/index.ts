@@ -22,6 +22,7 @@ export {
   type TextDocument,
   type TextHit,
   type TextIndex,
+  type TextWriteInStatement,
   type TextSearchRequest,
 } from './text-index.js';
 

@@ -82,9 +82,29 @@ export interface FieldStatistics {
   average_length: number;
 }
 
+/**
+ * Indexing the documents a statement writes, as part of that statement (`TextIndex.inStatement`): its CTEs
+ * read the statement's own `written` CTE, whose rows have `document_id`, `source_key` and `inserted`.
+ */
+export interface TextWriteInStatement {
+  /** CTEs to append to the statement's WITH list, each preceded by a comma. */
+  ctes: string;
+  bindings: unknown[];
+  /** A scalar subquery giving the collection's text version after the statement. */
+  version: string;
+  /** Runs after the statement committed, with the version it returned (keeps the change log bounded). */
+  committed(version: number, db?: Knex): Promise<void>;
+}
+
 export interface TextIndex {
   /** Indexes (or re-indexes) documents of one collection; `db` lets a caller's transaction include it. */
   index(collectionId: string, documents: readonly TextDocument[], db?: Knex): Promise<void>;
+  /**
+   * Indexes, inside one statement that writes them, documents of one collection known by source key (their
+   * ids are the statement's to decide). Only where nothing else can write between two statements' rows (the
+   * embedded database's single connection): no lock orders writers, the version row does.
+   */
+  inStatement(collectionId: string, documents: ReadonlyArray<{ sourceKey: string; fields: Record<string, string> }>): TextWriteInStatement;
   remove(collectionId: string, documentIds: readonly string[], db?: Knex): Promise<void>;
   dropCollection(collectionId: string, db?: Knex): Promise<void>;
   search(request: TextSearchRequest): Promise<TextHit[]>;
@@ -178,6 +198,39 @@ export class SqlTextIndex implements TextIndex {
     const ids = unique.map((d) => d.document_id);
     const withPostings = new Set(written.doc);
     await this.writing(db, collectionId, ids, { put: written, remove: ids.filter((id) => !withPostings.has(id)) });
+  }
+
+  inStatement(collectionId: string, documents: ReadonlyArray<{ sourceKey: string; fields: Record<string, string> }>): TextWriteInStatement {
+    const put = { keys: [] as string[], postings: [] as string[] };
+    const without: string[] = [];
+    for (const doc of documents) {
+      const encoded = encodePostings(doc.fields);
+      if (encoded) {
+        put.keys.push(doc.sourceKey);
+        put.postings.push(encoded);
+      } else {
+        without.push(doc.sourceKey);
+      }
+    }
+    return {
+      // As `writing` does: a rewritten document without text loses its postings, the others get theirs,
+      // and every written document is one change of the new version.
+      ctes: `,
+        text_removed as (
+          delete from text_documents t using written w
+          where t.collection_id = ? and t.document_id = w.document_id and not w.inserted and w.source_key = any(?::text[])),
+        text_put as (
+          insert into text_documents (collection_id, document_id, postings)
+          select ?, w.document_id, u.p from unnest(?::text[], ?::text[]) as u(k, p) join written w on w.source_key = u.k
+          on conflict (collection_id, document_id) do update set postings = excluded.postings),
+        text_bumped as (
+          insert into text_versions (collection_id, version, pruned_below) values (?, 1, 0)
+          on conflict (collection_id) do update set version = text_versions.version + 1 returning version),
+        text_logged as (insert into text_changes (collection_id, version, document_id) select ?, b.version, w.document_id from text_bumped b, written w)`,
+      bindings: [collectionId, without, collectionId, put.keys, put.postings, collectionId, collectionId],
+      version: '(select version from text_bumped)',
+      committed: (version, db = this.db) => this.prune(db, collectionId, version),
+    };
   }
 
   async remove(collectionId: string, documentIds: readonly string[], db: Knex = this.db): Promise<void> {
@@ -376,14 +429,23 @@ export class SqlTextIndex implements TextIndex {
           collectionId, [...change.remove], collectionId, change.put.doc, change.put.postings, collectionId, collectionId, [...documentIds],
         ] as unknown as Knex.RawBinding[],
       )) as { rows: Array<{ version: string | number }> };
-      const version = Number(bumped.rows[0]!.version);
-      if (version % this.changeLogVersions === 0) {
-        const horizon = version - this.changeLogVersions;
-        await trx.raw('delete from text_changes where collection_id = ? and version <= ?', [collectionId, horizon]);
-        await trx.raw('update text_versions set pruned_below = ? where collection_id = ?', [horizon, collectionId]);
-      }
+      await this.prune(trx, collectionId, Number(bumped.rows[0]!.version));
     };
     return db.isTransaction ? run(db) : db.transaction(run);
+  }
+
+  /**
+   * Every `changeLogVersions` versions, drops the changes a copy can no longer catch up from. One statement:
+   * a reader never sees the changes gone while `pruned_below` still promises them.
+   */
+  private async prune(db: Knex, collectionId: string, version: number): Promise<void> {
+    if (version % this.changeLogVersions !== 0) return;
+    const horizon = version - this.changeLogVersions;
+    await db.raw(
+      `with raised as (update text_versions set pruned_below = greatest(pruned_below, ?) where collection_id = ?)
+       delete from text_changes where collection_id = ? and version <= ?`,
+      [horizon, collectionId, collectionId, horizon],
+    );
   }
 }
 

@@ -9,7 +9,7 @@ import { cursorFields, decodeCursor, encodeCursor } from '../../../kernel/http/c
 import type { ParsedFilter } from '../../../kernel/filters/filter.js';
 import { whereFilter, type FieldResolver } from '../../../kernel/filters/sql.js';
 import { newId } from '../../../kernel/ids.js';
-import { textFieldsOf, type TextIndex } from '../../../kernel/text/index.js';
+import { textFieldsOf, type TextIndex, type TextWriteInStatement } from '../../../kernel/text/index.js';
 
 export interface DocumentRow {
   document_id: string;
@@ -83,12 +83,34 @@ const RETURNED_WITHOUT_FIELDS = [
 /** A row of upsertMany's RETURNING. */
 type WrittenRow = Omit<DocumentRow, 'fields'> & { inserted: boolean };
 
+/** The rows a documents write returned, with the fields just written (an upsert replaces them whole: not read back and parsed again). */
+function writtenRows(json: string, bySourceKey: ReadonlyMap<string, DocumentWrite>): DocumentRow[] {
+  return (JSON.parse(json) as Array<Record<string, unknown>>)
+    .map((row) => withDates<WrittenRow>(row))
+    .map(({ inserted: _inserted, ...row }): DocumentRow => ({ ...row, fields: bySourceKey.get(`${row.collection_id}\u0000${row.source_key}`)!.fields }));
+}
+
+export interface DocumentStoreOptions {
+  /**
+   * The database has one connection that runs one statement at a time (the embedded one): `upsertMany`
+   * then writes the documents and their text postings in one statement, outside any transaction. A
+   * transaction there holds the only connection between its statements, so every other caller waits while
+   * the writer's thread prepares the next one (a fifth of the database thread's time in a text batch).
+   */
+  singleConnection?: boolean;
+}
+
 export class DocumentStore {
+  private readonly singleConnection: boolean;
+
   /** Every write and delete here keeps the text index current, in the same transaction when there is one. */
   constructor(
     private readonly db: Knex,
     private readonly text?: TextIndex,
-  ) {}
+    options: DocumentStoreOptions = {},
+  ) {
+    this.singleConnection = options.singleConnection ?? false;
+  }
 
   private async indexText(rows: readonly DocumentRow[], db: Knex): Promise<void> {
     if (!this.text) return;
@@ -147,11 +169,29 @@ export class DocumentStore {
    */
   async upsertMany(writes: readonly DocumentWrite[], db: Knex = this.db): Promise<DocumentRow[]> {
     if (writes.length === 0) return [];
-    if (!db.isTransaction) return this.db.transaction((trx) => this.upsertMany(writes, trx));
-    const now = new Date();
     // One row per source key: a repeated key in one statement would make ON CONFLICT fail.
     const bySourceKey = new Map(writes.map((w) => [`${w.collectionId}\u0000${w.sourceKey}`, w]));
     const unique = [...bySourceKey.values()];
+    const collectionId = unique[0]!.collectionId;
+    if (!db.isTransaction && this.singleConnection && unique.every((w) => w.collectionId === collectionId)) {
+      const text = this.text?.inStatement(collectionId, unique.map((w) => ({ sourceKey: w.sourceKey, fields: textFieldsOf(w.fields) })));
+      const result = await this.writeDocuments(db, unique, text);
+      if (text) await text.committed(Number(result.text_version));
+      return writtenRows(result.rows, bySourceKey);
+    }
+    if (!db.isTransaction) return this.db.transaction((trx) => this.upsertMany(writes, trx));
+    const written = writtenRows((await this.writeDocuments(db, unique)).rows, bySourceKey);
+    await this.indexText(written, db);
+    return written;
+  }
+
+  /**
+   * One statement: the documents (the written rows come back as one JSON text, made by the database: on the
+   * embedded one, converting RETURNING's rows column by column in its thread cost a third of the statement),
+   * the new rows added to their collections' counts, and with `text` their postings.
+   */
+  private async writeDocuments(db: Knex, unique: readonly DocumentWrite[], text?: TextWriteInStatement): Promise<{ rows: string; text_version: string | number | null }> {
+    const now = new Date();
     const columns = {
       document_id: [] as string[], organization_id: [] as string[], namespace_id: [] as string[], collection_id: [] as string[],
       source_key: [] as string[], root_object_id: [] as Array<string | null>, source_collection_id: [] as Array<string | null>,
@@ -172,9 +212,6 @@ export class DocumentStore {
       columns.owner_principal.push(w.ownerPrincipal ?? null);
       columns.grants.push(JSON.stringify(w.grants ?? []));
     }
-    // The written rows come back as one JSON text, made by the database: on the embedded one, converting
-    // RETURNING's rows column by column in its thread cost a third of the statement. The new rows are added
-    // to their collections' counts by the same statement.
     const result = (await db.raw(
       `with written as (insert into documents (document_id, organization_id, namespace_id, collection_id, source_key, root_object_id,
          source_collection_id, source_document_id, processing_tier, fields, metadata, owner_principal, grants, created_at, updated_at)
@@ -189,19 +226,15 @@ export class DocumentStore {
        counted as (
          update collections set document_count = collections.document_count + added.n
          from (select collection_id, count(*)::int as n from written where inserted group by collection_id) as added
-         where collections.collection_id = added.collection_id)
-       select coalesce(json_agg(written), '[]'::json)::text as rows from written`,
+         where collections.collection_id = added.collection_id)${text?.ctes ?? ''}
+       select coalesce(json_agg(written), '[]'::json)::text as rows, ${text?.version ?? 'null'} as text_version from written`,
       [
         now, now, columns.document_id, columns.organization_id, columns.namespace_id, columns.collection_id, columns.source_key,
         columns.root_object_id, columns.source_collection_id, columns.source_document_id, columns.processing_tier, columns.fields,
-        columns.owner_principal, columns.grants,
+        columns.owner_principal, columns.grants, ...(text?.bindings ?? []),
       ] as unknown as Knex.RawBinding[],
-    )) as { rows: Array<{ rows: string }> };
-    const rows = (JSON.parse(result.rows[0]?.rows ?? '[]') as Array<Record<string, unknown>>).map((row) => withDates<WrittenRow>(row));
-    // The fields are the ones just written (an upsert replaces them whole): not read back and parsed again.
-    const written = rows.map(({ inserted: _inserted, ...row }): DocumentRow => ({ ...row, fields: bySourceKey.get(`${row.collection_id}\u0000${row.source_key}`)!.fields }));
-    await this.indexText(written, db);
-    return written;
+    )) as { rows: Array<{ rows: string; text_version: string | number | null }> };
+    return result.rows[0] ?? { rows: '[]', text_version: null };
   }
 
   /** Documents of one collection by id (processing reads its source records a chunk at a time). */

@@ -118,7 +118,7 @@ export default defineResource({
     const onlyWriter = kind === 'pglite';
     const store = new CollectionStore(services.get(DatabaseHandle).db, { onlyWriter, ...(notices ? { notices } : {}) });
     container.bind(Store).toConstantValue(store);
-    const documents = new DocumentStore(services.get(DatabaseHandle).db, services.get(TextIndex));
+    const documents = new DocumentStore(services.get(DatabaseHandle).db, services.get(TextIndex), { singleConnection: onlyWriter });
     container.bind(Documents).toConstantValue(documents);
     const documentCache = new DocumentReadCache(onlyWriter, notices);
     container.bind(DocumentCache).toConstantValue(documentCache);

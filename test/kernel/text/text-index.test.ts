@@ -299,3 +299,68 @@ describe('document writes', () => {
   });
 });
 
+
+describe('one-statement writes (the embedded database\'s single connection)', () => {
+  const write = (store: DocumentStore, collectionId: string, key: string, fields: Record<string, unknown>) => ({
+    organizationId: ORG, namespaceId: NS, collectionId, sourceKey: key, rootObjectId: null, sourceCollectionId: null,
+    sourceDocumentId: null, processingTier: 0, fields,
+  });
+  const count = async (c: string) => Number((await db('collections').where({ collection_id: c }).first()).document_count);
+  const version = async (c: string) => Number((await db('text_versions').where({ collection_id: c }).first()).version);
+
+  it('writes documents and postings together, replaces and removes postings on rewrite, and logs each write as one version', async () => {
+    const c = 'col_one_statement';
+    await createCollection(c);
+    // A short change log, so the writes below also prune it.
+    const store = new DocumentStore(db, new SqlTextIndex(db, { changeLogVersions: 4 }), { singleConnection: true });
+    const [a, b] = await store.upsertMany([
+      write(store, c, 'a', { text: 'amber harbor lights', n: 1 }),
+      write(store, c, 'b', { text: 'quiet harbor at dawn' }),
+    ]);
+    expect(a!.fields).toEqual({ text: 'amber harbor lights', n: 1 });
+    expect(await count(c)).toBe(2);
+    expect(ids(await search([c], 'harbor')).sort()).toEqual([a!.document_id, b!.document_id].sort());
+    const v1 = await version(c);
+
+    // Rewritten by source key: same ids, b's postings replaced, a's removed (no text any more), nothing counted twice.
+    const again = await store.upsertMany([write(store, c, 'a', { n: 2 }), write(store, c, 'b', { text: 'quiet meadow at dusk' })]);
+    expect(again.map((r) => r.document_id)).toEqual([a!.document_id, b!.document_id]);
+    expect(await count(c)).toBe(2);
+    expect(await version(c)).toBe(v1 + 1);
+    expect(await search([c], 'harbor')).toEqual([]);
+    expect(ids(await search([c], 'meadow'))).toEqual([b!.document_id]);
+    expect(await db('text_documents').where({ collection_id: c, document_id: a!.document_id })).toEqual([]);
+    expect(await text.statistics(c)).toEqual([{ field: 'text', document_count: 1, average_length: 4 }]);
+
+    // Past the short change log: pruned in the same statement that raises the horizon.
+    for (let i = 0; i < 6; i++) await store.upsertMany([write(store, c, `more-${i}`, { text: `harbor number ${i}` })]);
+    const row = await db('text_versions').where({ collection_id: c }).first();
+    expect(Number(row.pruned_below)).toBeGreaterThan(0);
+    const logged = (await db('text_changes').where({ collection_id: c }).select('version')) as Array<{ version: string | number }>;
+    expect(logged.every((r) => Number(r.version) > Number(row.pruned_below))).toBe(true);
+    expect((await search([c], 'harbor')).length).toBe(6);
+    expect(await count(c)).toBe(8);
+  });
+
+  it('writes documents of several collections at once as before (a transaction)', async () => {
+    const [c1, c2] = ['col_one_statement_x', 'col_one_statement_y'];
+    await createCollection(c1);
+    await createCollection(c2);
+    const store = new DocumentStore(db, text, { singleConnection: true });
+    const rows = await store.upsertMany([write(store, c1, 'k', { text: 'granite ridge' }), write(store, c2, 'k', { text: 'granite shore' })]);
+    expect(rows.map((r) => r.collection_id)).toEqual([c1, c2]);
+    expect(ids(await search([c1, c2], 'granite')).sort()).toEqual(rows.map((r) => r.document_id).sort());
+    expect([await count(c1), await count(c2)]).toEqual([1, 1]);
+  });
+
+  it('changes nothing when the statement fails', async () => {
+    const c = 'col_one_statement_fails';
+    await createCollection(c);
+    const store = new DocumentStore(db, text, { singleConnection: true });
+    // A NUL character is refused by jsonb: the whole statement, postings and count included, is undone.
+    await expect(store.upsertMany([write(store, c, 'ok', { text: 'fine words' }), write(store, c, 'bad', { text: 'bad \u0000 words' })])).rejects.toThrow();
+    expect(await db('documents').where({ collection_id: c })).toEqual([]);
+    expect(await db('text_documents').where({ collection_id: c })).toEqual([]);
+    expect(await count(c)).toBe(0);
+  });
+});
