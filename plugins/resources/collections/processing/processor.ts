@@ -159,6 +159,7 @@ export class DocumentProcessor implements CollectionProcessor {
     // A group of records is extracted while the previous group's documents are written: the models and the
     // database work at the same time instead of in turn. One write at a time, in group order.
     let written = 0;
+    const writtenIds: WrittenIds = { created: [], updated: [] };
     let writing: Promise<{ count: number; error?: unknown }> | undefined;
     const settleWrite = async (): Promise<void> => {
       const done = await writing;
@@ -173,15 +174,20 @@ export class DocumentProcessor implements CollectionProcessor {
         const settled = this.settleGroup(collection, group, progress, failed, outcome, request.processingTier);
         await settleWrite();
         // Never left rejected while the next group is extracted: settleWrite rethrows the error.
-        writing = this.write(clock, collection, settled.pending, settled.records, inline).then(
+        writing = this.write(clock, collection, settled.pending, settled.records, inline, writtenIds).then(
           (count) => ({ count }),
           (error: unknown) => ({ count: 0, error }),
         );
       }
       await settleWrite();
+      await this.announce(collection, writtenIds);
     } catch (err) {
       // The task is retried as a whole: a write still running finishes first, so none overlaps the retry.
+      // What was written is announced all the same (the retry may never come).
       await writing;
+      await this.announce(collection, writtenIds).catch((announceErr: unknown) =>
+        this.deps.log.warn({ err: announceErr, collection_id: collection.collection_id }, 'could not announce the documents written before a failure'),
+      );
       throw err;
     }
 
@@ -440,7 +446,7 @@ export class DocumentProcessor implements CollectionProcessor {
    * `records`: the records whose documents these are (every extractor ran on them).
    */
   private async write(
-    clock: StageClock, collection: CollectionRow, pending: PendingWrite[], records: SourceRecord[], inline: ReadonlyMap<string, InlineBlob>,
+    clock: StageClock, collection: CollectionRow, pending: PendingWrite[], records: SourceRecord[], inline: ReadonlyMap<string, InlineBlob>, written: WrittenIds,
   ): Promise<number> {
     const referenced = this.referencedInlineBlobs(pending, inline);
     if (referenced.length > 0) await clock.time('write:blobs', () => this.storeInlineBlobs(referenced));
@@ -454,14 +460,25 @@ export class DocumentProcessor implements CollectionProcessor {
     if (collection.feature_extractors.some((c) => c.document_output_handling === 'replace')) {
       await clock.time('write:vectors', () => this.removeStale(collection, pending, records));
     }
-    if (this.deps.changes && rows.length > 0) {
+    for (const row of rows) {
       // An upsert keeps a document's created_at: the rows written now for the first time have it equal to updated_at.
-      const created = rows.filter((r) => new Date(r.created_at).getTime() === new Date(r.updated_at).getTime()).map((r) => r.document_id);
-      const createdSet = new Set(created);
-      await this.deps.changes.changed(collection, 'document.created', created);
-      await this.deps.changes.changed(collection, 'document.updated', rows.map((r) => r.document_id).filter((id) => !createdSet.has(id)));
+      const created = new Date(row.created_at).getTime() === new Date(row.updated_at).getTime();
+      (created ? written.created : written.updated).push(row.document_id);
     }
     return rows.length;
+  }
+
+  /**
+   * Tells retriever caches and event subscribers what the call wrote (DocumentChanges), once for all its
+   * groups: per group, its statements waited behind the other tasks' writes as long as the write itself.
+   */
+  private async announce(collection: CollectionRow, written: WrittenIds): Promise<void> {
+    if (!this.deps.changes) return;
+    const { created, updated } = written;
+    written.created = [];
+    written.updated = [];
+    await this.deps.changes.changed(collection, 'document.created', created);
+    await this.deps.changes.changed(collection, 'document.updated', updated);
   }
 
   /**
@@ -748,6 +765,12 @@ export function vectorPayload(row: DocumentRow): Record<string, unknown> {
     metadata: row.metadata,
     fields,
   };
+}
+
+/** Ids of the documents a call wrote, not yet announced. */
+interface WrittenIds {
+  created: string[];
+  updated: string[];
 }
 
 /** Failures that say nothing about the record: the task is retried instead of the record being marked failed. */

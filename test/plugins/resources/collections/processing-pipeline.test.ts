@@ -4,12 +4,13 @@
  * listed once by its extractor, every document is written once; small inputs are extracted 32 at a time,
  * large ones 4, all under one bound on ffmpeg processes; the next group is extracted while the
  * first one is written; and a write that fails meanwhile fails the whole call (the task is retried) with
- * its error, never as an unhandled rejection.
+ * its error, never as an unhandled rejection. What a call wrote is announced (retriever caches, document
+ * events) once for all its groups, also when a later group's write fails.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServiceUnavailableError } from '../../../../kernel/errors.js';
 import { ProcessSlots } from '../../../../kernel/media/process-slots.js';
-import { CollectionProcessor, PluginRegistry } from '../../../../kernel/tokens.js';
+import { CollectionProcessor, EventBus, PluginRegistry } from '../../../../kernel/tokens.js';
 import builtins from '../../../../plugins/index.js';
 import { Documents } from '../../../../plugins/resources/collections/index.js';
 import { startTestKernel, type TestKernel } from '../../../support/kernel.js';
@@ -74,6 +75,51 @@ describe('processing a chunk of several groups', () => {
     const again = await processor.process({ organizationId, collectionId, recordIds: ids, processingTier: 0, origin: 'test' });
     expect(again.documents_written).toBe(RECORDS - FAILING.size);
     expect((await count()).body.document_count).toBe(RECORDS - FAILING.size);
+  });
+
+  /** The document events published for the collection while `work` runs (and shortly after). */
+  async function documentEvents(work: () => Promise<unknown>, expected: number): Promise<Array<{ type: string; count: unknown }>> {
+    const seen: Array<{ type: string; count: unknown }> = [];
+    const unsubscribe = t.kernel.services.get(EventBus).subscribe('document.*', (event) => {
+      if (event.data.collection_id === collectionId) seen.push({ type: event.type, count: event.data.count });
+    });
+    try {
+      await work();
+      for (let i = 0; i < 100 && seen.length < expected; i++) await new Promise((r) => setTimeout(r, 20));
+      await new Promise((r) => setTimeout(r, 100));
+      return seen;
+    } finally {
+      unsubscribe();
+    }
+  }
+
+  it('announces what a call wrote once for all its groups', async () => {
+    const processor = t.kernel.services.get(CollectionProcessor);
+    const events = await documentEvents(() => processor.process({ organizationId, collectionId, recordIds: ids, processingTier: 0, origin: 'test' }), 1);
+    // Written before by the test above: every document is updated, in one event for the three groups.
+    expect(events).toEqual([{ type: 'document.updated', count: RECORDS - FAILING.size }]);
+  });
+
+  it('announces the groups written before a later group failed to write', async () => {
+    const documents = t.kernel.services.get(Documents);
+    const originalUpsert = documents.upsertMany.bind(documents);
+    let calls = 0;
+    documents.upsertMany = async (writes, db) => {
+      calls += 1;
+      if (calls === 2) throw new ServiceUnavailableError('the database went away');
+      return originalUpsert(writes, db);
+    };
+    try {
+      const processor = t.kernel.services.get(CollectionProcessor);
+      const events = await documentEvents(
+        () => expect(processor.process({ organizationId, collectionId, recordIds: ids, processingTier: 0, origin: 'test' })).rejects.toThrow('the database went away'),
+        1,
+      );
+      // The first group: 128 records, one of them failing.
+      expect(events).toEqual([{ type: 'document.updated', count: 127 }]);
+    } finally {
+      documents.upsertMany = originalUpsert;
+    }
   });
 
   it('extracts 32 records at once when every input is small, 4 when an input is large', async () => {
