@@ -38,7 +38,7 @@ import { UploadPutGate } from './upload-gate.js';
 const Buckets = createToken<BucketService>('buckets.BucketService');
 const Objects = createToken<ObjectService>('buckets.ObjectService');
 const Uploads = createToken<UploadService>('buckets.UploadService');
-const Stores = createToken<{ buckets: BucketStore; objects: ObjectStore; uploads: UploadStore }>('buckets.Stores');
+export const Stores = createToken<{ buckets: BucketStore; objects: ObjectStore; uploads: UploadStore }>('buckets.Stores');
 const PURGE_NAMESPACE_TASK = 'buckets.purge_namespace';
 
 function scopeOf(ctx: RequestContext): Scope {

@@ -132,10 +132,7 @@ export class ObjectService {
         updated_at: now,
       }));
       try {
-        await this.db.transaction(async (trx) => {
-          await this.objects.insertMany(trx, rows);
-          await this.buckets.adjustTotals(trx, bucket.bucket_id, rows.length, rows.reduce((sum, r) => sum + r.size_bytes, 0));
-        });
+        await this.objects.insertMany(this.db, bucket.bucket_id, rows);
       } catch (err) {
         if (isUniqueViolation(err)) throw new ConflictError('A key was taken by another request meanwhile; nothing was stored');
         throw err;

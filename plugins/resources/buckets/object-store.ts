@@ -105,10 +105,33 @@ export class ObjectStore {
     return taken;
   }
 
-  async insertMany(db: Knex, rows: readonly ObjectRow[]): Promise<void> {
-    for (let i = 0; i < rows.length; i += 500) {
-      await db('objects').insert(rows.slice(i, i + 500).map((row) => ({ ...row, metadata: JSON.stringify(row.metadata), blobs: JSON.stringify(row.blobs) })));
-    }
+  /**
+   * Inserts objects of one bucket and adds them to the bucket's totals, in one statement (atomic by itself,
+   * no transaction): the columns go as one array each, so the statement's text is the same whatever the
+   * count (a row of placeholders per object made PGlite parse and plan ~40 µs of SQL per object).
+   */
+  async insertMany(db: Knex, bucketId: string, rows: readonly ObjectRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    const column = <T>(pick: (row: ObjectRow) => T): T[] => rows.map(pick);
+    if (rows.some((row) => row.bucket_id !== bucketId)) throw new Error('insertMany: every object must belong to the bucket given');
+    await db.raw(
+      `with inserted as (
+         insert into objects (object_id, organization_id, namespace_id, bucket_id, key, metadata, blobs, size_bytes, created_by, owner_principal, created_at, updated_at)
+         select i, o, n, ?, k, m::jsonb, b::jsonb, s, c, p, ca, ua
+         from unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::timestamptz[], ?::timestamptz[])
+           as u(i, o, n, k, m, b, s, c, p, ca, ua)
+         returning size_bytes)
+       update buckets set object_count = object_count + (select count(*) from inserted),
+         total_size_bytes = total_size_bytes + (select coalesce(sum(size_bytes), 0) from inserted)
+       where bucket_id = ?`,
+      [
+        bucketId,
+        column((r) => r.object_id), column((r) => r.organization_id), column((r) => r.namespace_id), column((r) => r.key),
+        column((r) => JSON.stringify(r.metadata)), column((r) => JSON.stringify(r.blobs)), column((r) => r.size_bytes),
+        column((r) => r.created_by), column((r) => r.owner_principal), column((r) => r.created_at.toISOString()), column((r) => r.updated_at.toISOString()),
+        bucketId,
+      ] as unknown as Knex.RawBinding[],
+    );
   }
 
   async insert(db: Knex, row: ObjectRow): Promise<void> {

@@ -1,5 +1,6 @@
 /** Creating many objects in one request: all or none, problems located by index, keys unique. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Stores } from '../../../../plugins/resources/buckets/index.js';
 import { startTestKernel, type TestKernel } from '../../../support/kernel.js';
 
 describe('bulk object creation', () => {
@@ -35,6 +36,27 @@ describe('bulk object creation', () => {
     const fetched = await api('GET', `/v1/buckets/many/objects/${res.body.results[1].object_id}`);
     expect(fetched.status).toBe(200);
     expect(await count()).toBe(3);
+    expect((await api('GET', '/v1/buckets/many')).body.total_size_bytes).toBe(5 + 7);
+  });
+
+  it('stores nothing when a key is taken between the check and the insert', async () => {
+    const { objects } = t.kernel.services.get(Stores);
+    const before = (await api('GET', '/v1/buckets/many')).body;
+    const keysTaken = objects.keysTaken.bind(objects);
+    // Another request took 'a.txt' after this one looked: the insert itself meets the unique key.
+    objects.keysTaken = async () => [];
+    try {
+      const res = await api('POST', '/v1/buckets/many/objects/bulk', {
+        objects: [{ key: 'fresh.txt', blobs: [{ property: 'content', text: 'fresh' }] }, { key: 'a.txt', blobs: [{ property: 'content', text: 'again' }] }],
+      });
+      expect(res.status).toBe(409);
+      expect(JSON.stringify(res.body)).toMatch(/taken by another request/);
+    } finally {
+      objects.keysTaken = keysTaken;
+    }
+    const after = (await api('GET', '/v1/buckets/many')).body;
+    expect([after.object_count, after.total_size_bytes]).toEqual([before.object_count, before.total_size_bytes]);
+    expect((await api('POST', '/v1/buckets/many/objects/list', { filters: { AND: [{ field: 'key', operator: 'eq', value: 'fresh.txt' }] } })).body.results).toEqual([]);
   });
 
   it('stores nothing when one object is bad, and says which', async () => {
