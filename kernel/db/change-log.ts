@@ -102,25 +102,41 @@ export class ChangeLog {
       // writers of the key until it commits, so versions still follow the order of the records.
       bumped = await this.record(this.db, key, ids, reset);
     }
+    return { result: result as T, head: await this.bumped(key, bumped) };
+  }
+
+  /**
+   * `write` where the write to the source of truth is one data-modifying statement on this same database
+   * (`work`, e.g. an INSERT): it runs as the first part of the statement that bumps and records, so the
+   * whole write is one statement, atomic by itself. For a database with one connection (nothing runs
+   * between two statements there, and each statement is a round trip to its thread).
+   */
+  async writeInStatement(key: string, ids: readonly string[], work: { sql: string; bindings: readonly unknown[] }): Promise<ChangeLogHead> {
+    await this.setup();
+    return this.bumped(key, await this.record(this.db, key, ids, false, work));
+  }
+
+  /** The head after a bump; prunes the log every `keepVersions` versions. */
+  private async bumped(key: string, bumped: BumpedRow): Promise<ChangeLogHead> {
     const version = Number(bumped.version);
     let prunedBelow = Number(bumped.pruned_below);
     if (version % this.keepVersions === 0) {
       prunedBelow = version - this.keepVersions;
       await this.prune(key, prunedBelow);
     }
-    return { result: result as T, head: { version, prunedBelow, generation: bumped.generation } };
+    return { version, prunedBelow, generation: bumped.generation };
   }
 
-  /** Bumps the key's version and records `ids` under it, in one statement. */
-  private async record(db: Knex, key: string, ids: readonly string[], reset: boolean): Promise<BumpedRow> {
+  /** Bumps the key's version and records `ids` under it, in one statement (after `work`, when given, in the same one). */
+  private async record(db: Knex, key: string, ids: readonly string[], reset: boolean, work?: { sql: string; bindings: readonly unknown[] }): Promise<BumpedRow> {
     const res = (await db.raw(
-      `with bumped as (
+      `with ${work ? `work as (${work.sql}), ` : ''}bumped as (
          insert into ${this.versions} (key, version, pruned_below, generation) values (?, 1, 0, ?)
          on conflict (key) do update set version = ${this.versions}.version + 1${reset ? ', generation = excluded.generation' : ''}
          returning version, pruned_below, generation),
        logged as (insert into ${this.changes} (key, version, id) select ?, bumped.version, unnest(?::text[]) from bumped)
        select version, pruned_below, generation from bumped`,
-      [key, newGeneration(), key, [...ids]] as unknown as Knex.RawBinding[],
+      [...(work?.bindings ?? []), key, newGeneration(), key, [...ids]] as unknown as Knex.RawBinding[],
     )) as { rows: BumpedRow[] };
     return res.rows[0]!;
   }

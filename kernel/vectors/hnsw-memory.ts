@@ -37,6 +37,11 @@ export interface DurableVectorIndex extends VectorIndex {
   readonly engine: VectorEngine;
   describe(name: string): Promise<IndexSpec>;
   scan(name: string): AsyncIterable<VectorRecord[]>;
+  /**
+   * An engine in the change log's own database (pgvector): the upsert as one statement, which the change
+   * log runs in its own (undefined when the records need more than one). `written` runs after it.
+   */
+  upsertStatement?(name: string, records: VectorRecord[]): Promise<{ sql: string; bindings: unknown[]; written(): Promise<void> } | undefined>;
 }
 
 export interface HnswMemoryOptions {
@@ -157,14 +162,27 @@ export class HnswMemoryIndex implements VectorIndex {
     checkIndexName(name);
     const unique = dedupeById(records);
     if (unique.length === 0) return this.durable.upsert(name, unique);
-    return this.writing(name, unique.map((r) => r.id), () => this.durable.upsert(name, unique), (graph) => graph.putAll(unique));
+    const ids = unique.map((r) => r.id);
+    const upsertStatement = this.settings.lockDuringWrites ? undefined : this.durable.upsertStatement?.bind(this.durable);
+    return this.writing(name, async () => {
+      // One connection (PGlite): the vectors and their change-log record in one statement, one round trip.
+      const statement = await upsertStatement?.(name, unique);
+      if (!statement) return this.changes.write(name, ids, () => this.durable.upsert(name, unique), this.settings.lockDuringWrites);
+      const head = await this.changes.writeInStatement(name, ids, statement);
+      await statement.written();
+      return { result: undefined, head };
+    }, (graph) => graph.putAll(unique));
   }
 
   async delete(name: string, ids: string[]): Promise<number> {
     checkIndexName(name);
     const unique = [...new Set(ids)];
     if (unique.length === 0) return this.durable.delete(name, unique);
-    return this.writing(name, unique, () => this.durable.delete(name, unique), (graph) => graph.removeAll(unique));
+    return this.writing(
+      name,
+      () => this.changes.write(name, unique, () => this.durable.delete(name, unique), this.settings.lockDuringWrites),
+      (graph) => graph.removeAll(unique),
+    );
   }
 
   async deleteWhere(name: string, filter: ParsedFilter): Promise<number> {
@@ -182,7 +200,11 @@ export class HnswMemoryIndex implements VectorIndex {
       });
     }
     const ids = await graph.matchingIds(filter);
-    return this.writing(name, ids, () => this.durable.deleteWhere(name, filter), (g) => g.removeAll(ids));
+    return this.writing(
+      name,
+      () => this.changes.write(name, ids, () => this.durable.deleteWhere(name, filter), this.settings.lockDuringWrites),
+      (g) => g.removeAll(ids),
+    );
   }
 
   async search(name: string, query: VectorQuery): Promise<VectorHit[]> {
@@ -234,12 +256,12 @@ export class HnswMemoryIndex implements VectorIndex {
   }
 
   /**
-   * One write: the durable engine and the change log (see ChangeLog.write), then this process's graph,
+   * One write: the durable engine and the change log (`write`: ChangeLog.write or writeInStatement), then this process's graph,
    * when the graph was current just before it (otherwise the next search replays the write).
    */
-  private writing<T>(name: string, ids: readonly string[], work: () => Promise<T>, apply: (graph: GraphHandle) => Promise<void>): Promise<T> {
+  private writing<T>(name: string, write: () => Promise<{ result: T; head: ChangeLogHead }>, apply: (graph: GraphHandle) => Promise<void>): Promise<T> {
     return this.serialize(this.writeChains, name, async () => {
-      const { result, head } = await this.changes.write(name, ids, work, this.settings.lockDuringWrites);
+      const { result, head } = await write();
       this.settings.notices?.notify(VECTOR_WRITE_NOTICE, name);
       await this.exclusive(name, async () => {
         const graph = this.graphs.get(name);

@@ -10,6 +10,7 @@
  * exact scan ordered by distance is both fast and perfect (recall 1.0); above it the HNSW index runs
  * with iterative scans, so a filter that rejects many candidates still fills the limit.
  */
+import type { Knex } from 'knex';
 import os from 'node:os';
 import { ConflictError, NotFoundError } from '../errors.js';
 import type { Database } from '../db/database.js';
@@ -167,21 +168,40 @@ export class PgvectorIndex implements VectorIndex {
 
   async upsert(name: string, records: VectorRecord[]): Promise<void> {
     const spec = await this.spec(name);
-    const rows = dedupeById(records).map((r) => ({
+    const rows = this.rows(spec, records);
+    for (let i = 0; i < rows.length; i += UPSERT_ROWS) {
+      const { sql, bindings } = this.upsertSql(name, rows.slice(i, i + UPSERT_ROWS));
+      await this.db.raw(sql, bindings as Knex.RawBinding[]);
+    }
+    await this.buildAnnIndexWhenLarge(spec, rows.length);
+  }
+
+  /**
+   * The upsert of at most UPSERT_ROWS records as one statement, for a caller that runs it inside a statement
+   * of its own (hnsw-memory.ts: with its change-log record, one round trip on the embedded database);
+   * undefined for more records. `written` must run once the statement ran.
+   */
+  async upsertStatement(name: string, records: VectorRecord[]): Promise<{ sql: string; bindings: unknown[]; written(): Promise<void> } | undefined> {
+    const spec = await this.spec(name);
+    const rows = this.rows(spec, records);
+    if (rows.length > UPSERT_ROWS) return undefined;
+    return { ...this.upsertSql(name, rows), written: () => this.buildAnnIndexWhenLarge(spec, rows.length) };
+  }
+
+  private rows(spec: IndexSpec, records: VectorRecord[]): Array<{ id: string; embedding: Buffer; payload: string }> {
+    return dedupeById(records).map((r) => ({
       id: r.id,
       embedding: vectorBytes(checkFloats(r.vector, spec.dims, r.id)),
       payload: JSON.stringify(r.payload ?? {}),
     }));
-    const table = this.table(name);
-    for (let i = 0; i < rows.length; i += 500) {
-      const chunk = rows.slice(i, i + 500);
-      await this.db.raw(
-        `insert into ${table} (id, embedding, payload) values ${chunk.map(() => '(?, ?::vector, ?::jsonb)').join(', ')}
+  }
+
+  private upsertSql(name: string, rows: ReadonlyArray<{ id: string; embedding: Buffer; payload: string }>): { sql: string; bindings: unknown[] } {
+    return {
+      sql: `insert into ${this.table(name)} (id, embedding, payload) values ${rows.map(() => '(?, ?::vector, ?::jsonb)').join(', ')}
          on conflict (id) do update set embedding = excluded.embedding, payload = excluded.payload`,
-        chunk.flatMap((r) => [r.id, r.embedding, r.payload]),
-      );
-    }
-    await this.buildAnnIndexWhenLarge(spec, rows.length);
+      bindings: rows.flatMap((r) => [r.id, r.embedding, r.payload]),
+    };
   }
 
   async delete(name: string, ids: string[]): Promise<number> {
@@ -331,6 +351,9 @@ function compile(filter: ParsedFilter | undefined): { text: string; bindings: Ar
  * 384-d text literal cost ~0.5 ms, ten times the rest of the insert.
  */
 /** pgvector's binary form: dimensions and a reserved word (int16 each), then big-endian float32s. */
+/** Records one upsert statement writes at most. */
+const UPSERT_ROWS = 500;
+
 function vectorBytes(floats: Float32Array): Buffer {
   const bytes = Buffer.allocUnsafe(4 + floats.byteLength);
   bytes.writeInt16BE(floats.length, 0);

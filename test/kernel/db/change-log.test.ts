@@ -58,6 +58,28 @@ describe('ChangeLog', () => {
     expect(await log.head('k')).toBeUndefined();
   });
 
+  it('writes and records in one statement (writeInStatement): both or neither', async () => {
+    const log = new ChangeLog(db, { prefix: 'cl_statement', keepVersions: 3 });
+    await db.raw('create table cl_statement_source (id text primary key, value int not null)');
+    const upsert = (rows: Array<[string, number]>) => ({
+      sql: `insert into cl_statement_source (id, value) values ${rows.map(() => '(?, ?)').join(', ')}
+            on conflict (id) do update set value = excluded.value`,
+      bindings: rows.flat(),
+    });
+    const first = await log.writeInStatement('k', ['a', 'b'], upsert([['a', 1], ['b', 2]]));
+    expect(first).toMatchObject({ version: 1, prunedBelow: 0 });
+    expect(await log.writeInStatement('k', ['a'], upsert([['a', 3]]))).toEqual({ ...first, version: 2 });
+    expect((await db('cl_statement_source').orderBy('id')).map((r: { id: string; value: number }) => [r.id, r.value])).toEqual([['a', 3], ['b', 2]]);
+    expect((await log.since('k', 1, first.generation))?.ids).toEqual(['a']);
+    // The write fails (null into a not-null column): no row, no version.
+    await expect(log.writeInStatement('k', ['c'], { sql: 'insert into cl_statement_source (id, value) values (?, null)', bindings: ['c'] })).rejects.toThrow();
+    expect(await log.head('k')).toEqual({ ...first, version: 2 });
+    expect(await db('cl_statement_source').where({ id: 'c' })).toEqual([]);
+    // Pruned like any write: the third version passes keepVersions.
+    expect(await log.writeInStatement('k', ['d'], upsert([['d', 4]]))).toMatchObject({ version: 3, prunedBelow: 0 });
+    expect(await log.writeInStatement('k', ['e'], upsert([['e', 5]]))).toMatchObject({ version: 4 });
+  });
+
   it('prunes old entries every keepVersions writes: a copy older than the horizon reloads', async () => {
     const log = new ChangeLog(db, { prefix: 'cl_prune', keepVersions: 4 });
     let head = (await log.write('k', ['v1'], async () => undefined, false)).head;
