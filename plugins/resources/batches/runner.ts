@@ -147,12 +147,8 @@ export class BatchRunner {
     };
     const chunk = await this.store.chunk(key);
     if (!chunk || chunk.status !== 'PENDING') return { skipped: chunk ? `chunk already ${chunk.status}` : 'chunk gone' };
-    // Started under the batch row's lock: a cancel either skips this chunk first, or sees it started and lets it stop itself.
-    const started = await this.db.transaction(async (trx) => {
-      const locked = await this.store.lockProgress(trx, payload.batch_id);
-      if (!locked || locked.generation !== payload.generation || locked.status !== 'IN_PROGRESS') return false;
-      return this.store.markStarted(key, this.clock.now(), trx);
-    });
+    // Started under the batch row's lock, in one statement: a cancel either skips this chunk first, or sees it started and lets it stop itself.
+    const started = await this.store.markStarted(key, this.clock.now());
     let status: ChunkRow['status'] = 'COMPLETED';
     let outcome: ProcessingOutcome;
     if (!started) {

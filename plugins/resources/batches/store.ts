@@ -370,13 +370,21 @@ export class BatchStore {
    * Marks a chunk started (under the batch row's lock, so a cancel sees it); false when the chunk already
    * ended. A chunk taken over from a dead worker keeps its first start.
    */
-  async markStarted(key: ChunkKey, at: Date, db: Knex): Promise<boolean> {
-    const updated = (await db('batch_chunks')
-      .where(key)
-      .where({ status: 'PENDING' })
-      .update({ started_at: db.raw('coalesce(started_at, ?)', [at]) })
-      .returning('chunk_index')) as unknown[];
-    return updated.length > 0;
+  /**
+   * Marks a chunk started while its batch run goes on (the batch row at `key.generation`, IN_PROGRESS), in
+   * one statement holding the batch row's lock: a cancel either skips the chunk first, or sees it started
+   * and lets it stop itself. False when the chunk is no longer pending or the run is over.
+   */
+  async markStarted(key: ChunkKey, at: Date, db: Knex = this.db): Promise<boolean> {
+    const res = (await db.raw(
+      `with run as (select generation, status from batches where batch_id = ? for update)
+       update batch_chunks set started_at = coalesce(started_at, ?)
+       where batch_id = ? and generation = ? and tier = ? and collection_id = ? and chunk_index = ? and status = 'PENDING'
+         and exists (select 1 from run where run.generation = ? and run.status = 'IN_PROGRESS')
+       returning chunk_index`,
+      [key.batch_id, at, key.batch_id, key.generation, key.tier, key.collection_id, key.chunk_index, key.generation],
+    )) as { rows: unknown[] };
+    return res.rows.length > 0;
   }
 
   /** Records a chunk's end once: false when it had already ended (a redelivered task finishing again). */
