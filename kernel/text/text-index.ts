@@ -6,8 +6,9 @@
  *   each document's postings (field, term, positions; one row per document, written in the document
  *   write's transaction, or its very statement on the embedded database: `inStatement`); `text_versions`
  *   and `text_changes` say which documents each write touched. Writes of one collection are serialized by
- *   a transaction-scoped advisory lock (one connection needs none), so versions commit in order. (A row per posting was measured first: 16 times the rows to write, and reading them back
- *   on PGlite took seconds per 10,000 documents.)
+ *   a transaction-scoped advisory lock (one connection needs none), so versions commit in order. (A row
+ *   per posting was measured first: 16 times the rows to write, and reading them back on PGlite took
+ *   seconds per 10,000 documents.)
  * - Each process scores from an in-process copy of a collection's postings (memory.ts), loaded on its
  *   first search and brought up to date from the change log before every search: a write committed by
  *   any process is seen by the next search everywhere, and nothing has to be rebuilt at start. Scoring

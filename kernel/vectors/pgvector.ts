@@ -338,6 +338,9 @@ export class PgvectorIndex implements VectorIndex {
   }
 }
 
+/** Records one upsert statement writes at most. */
+const UPSERT_ROWS = 500;
+
 function compile(filter: ParsedFilter | undefined): { text: string; bindings: Array<string | number | boolean> } {
   if (!filter) return { text: 'true', bindings: [] };
   const sql = filterToSql(filter, payloadFieldResolver);
@@ -351,9 +354,6 @@ function compile(filter: ParsedFilter | undefined): { text: string; bindings: Ar
  * 384-d text literal cost ~0.5 ms, ten times the rest of the insert.
  */
 /** pgvector's binary form: dimensions and a reserved word (int16 each), then big-endian float32s. */
-/** Records one upsert statement writes at most. */
-const UPSERT_ROWS = 500;
-
 function vectorBytes(floats: Float32Array): Buffer {
   const bytes = Buffer.allocUnsafe(4 + floats.byteLength);
   bytes.writeInt16BE(floats.length, 0);

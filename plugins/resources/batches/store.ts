@@ -367,13 +367,10 @@ export class BatchStore {
   }
 
   /**
-   * Marks a chunk started (under the batch row's lock, so a cancel sees it); false when the chunk already
-   * ended. A chunk taken over from a dead worker keeps its first start.
-   */
-  /**
    * Marks a chunk started while its batch run goes on (the batch row at `key.generation`, IN_PROGRESS), in
    * one statement holding the batch row's lock: a cancel either skips the chunk first, or sees it started
-   * and lets it stop itself. False when the chunk is no longer pending or the run is over.
+   * and lets it stop itself. False when the chunk is no longer pending or the run is over. A chunk taken
+   * over from a dead worker keeps its first start.
    */
   async markStarted(key: ChunkKey, at: Date, db: Knex = this.db): Promise<boolean> {
     const res = (await db.raw(
