@@ -188,31 +188,12 @@ export class SqlTextIndex implements TextIndex {
   async index(collectionId: string, documents: readonly TextDocument[], db: Knex = this.db): Promise<void> {
     if (documents.length === 0) return;
     const unique = [...new Map(documents.map((d) => [d.document_id, d])).values()];
-    const written = { doc: [] as string[], postings: [] as string[] };
-    for (const doc of unique) {
-      const encoded = encodePostings(doc.fields);
-      if (encoded) {
-        written.doc.push(doc.document_id);
-        written.postings.push(encoded);
-      }
-    }
-    const ids = unique.map((d) => d.document_id);
-    const withPostings = new Set(written.doc);
-    await this.writing(db, collectionId, ids, { put: written, remove: ids.filter((id) => !withPostings.has(id)) });
+    const { put, without } = encodeAll(unique.map((d) => ({ key: d.document_id, fields: d.fields })));
+    await this.writing(db, collectionId, unique.map((d) => d.document_id), { put: { doc: put.keys, postings: put.postings }, remove: without });
   }
 
   inStatement(collectionId: string, documents: ReadonlyArray<{ sourceKey: string; fields: Record<string, string> }>): TextWriteInStatement {
-    const put = { keys: [] as string[], postings: [] as string[] };
-    const without: string[] = [];
-    for (const doc of documents) {
-      const encoded = encodePostings(doc.fields);
-      if (encoded) {
-        put.keys.push(doc.sourceKey);
-        put.postings.push(encoded);
-      } else {
-        without.push(doc.sourceKey);
-      }
-    }
+    const { put, without } = encodeAll(documents.map((d) => ({ key: d.sourceKey, fields: d.fields })));
     return {
       // As `writing` does: a rewritten document without text loses its postings, the others get theirs,
       // and every written document is one change of the new version.
@@ -448,6 +429,25 @@ export class SqlTextIndex implements TextIndex {
       [horizon, collectionId, collectionId, horizon],
     );
   }
+}
+
+/** Each document's encoded postings by its key, and the keys of those without any text to index. */
+function encodeAll(documents: ReadonlyArray<{ key: string; fields: Record<string, string> }>): {
+  put: { keys: string[]; postings: string[] };
+  without: string[];
+} {
+  const put = { keys: [] as string[], postings: [] as string[] };
+  const without: string[] = [];
+  for (const doc of documents) {
+    const encoded = encodePostings(doc.fields);
+    if (encoded) {
+      put.keys.push(doc.key);
+      put.postings.push(encoded);
+    } else {
+      without.push(doc.key);
+    }
+  }
+  return { put, without };
 }
 
 /** Scores one collection's documents for the query's clauses; adds the matching ones to `out`. */

@@ -167,7 +167,7 @@ export class HnswMemoryIndex implements VectorIndex {
     return this.writing(name, async () => {
       // One connection (PGlite): the vectors and their change-log record in one statement, one round trip.
       const statement = await upsertStatement?.(name, unique);
-      if (!statement) return this.changes.write(name, ids, () => this.durable.upsert(name, unique), this.settings.lockDuringWrites);
+      if (!statement) return this.recorded(name, ids, () => this.durable.upsert(name, unique));
       const head = await this.changes.writeInStatement(name, ids, statement);
       await statement.written();
       return { result: undefined, head };
@@ -178,11 +178,7 @@ export class HnswMemoryIndex implements VectorIndex {
     checkIndexName(name);
     const unique = [...new Set(ids)];
     if (unique.length === 0) return this.durable.delete(name, unique);
-    return this.writing(
-      name,
-      () => this.changes.write(name, unique, () => this.durable.delete(name, unique), this.settings.lockDuringWrites),
-      (graph) => graph.removeAll(unique),
-    );
+    return this.writing(name, () => this.recorded(name, unique, () => this.durable.delete(name, unique)), (graph) => graph.removeAll(unique));
   }
 
   async deleteWhere(name: string, filter: ParsedFilter): Promise<number> {
@@ -200,11 +196,7 @@ export class HnswMemoryIndex implements VectorIndex {
       });
     }
     const ids = await graph.matchingIds(filter);
-    return this.writing(
-      name,
-      () => this.changes.write(name, ids, () => this.durable.deleteWhere(name, filter), this.settings.lockDuringWrites),
-      (g) => g.removeAll(ids),
-    );
+    return this.writing(name, () => this.recorded(name, ids, () => this.durable.deleteWhere(name, filter)), (g) => g.removeAll(ids));
   }
 
   async search(name: string, query: VectorQuery): Promise<VectorHit[]> {
@@ -279,6 +271,11 @@ export class HnswMemoryIndex implements VectorIndex {
       });
       return result;
     });
+  }
+
+  /** `work` on the durable engine, recorded in the change log (ChangeLog.write). */
+  private recorded<T>(name: string, ids: readonly string[], work: () => Promise<T>): Promise<{ result: T; head: ChangeLogHead }> {
+    return this.changes.write(name, ids, work, this.settings.lockDuringWrites);
   }
 
   /** The index's graph, brought up to date with the change log; undefined when it is searched in the durable engine. */

@@ -112,8 +112,8 @@ export class ObjectStore {
    */
   async insertMany(db: Knex, bucketId: string, rows: readonly ObjectRow[]): Promise<void> {
     if (rows.length === 0) return;
-    const column = <T>(pick: (row: ObjectRow) => T): T[] => rows.map(pick);
     if (rows.some((row) => row.bucket_id !== bucketId)) throw new Error('insertMany: every object must belong to the bucket given');
+    const column = <T>(pick: (row: ObjectRow) => T): T[] => rows.map(pick);
     await db.raw(
       `with inserted as (
          insert into objects (object_id, organization_id, namespace_id, bucket_id, key, metadata, blobs, size_bytes, created_by, owner_principal, created_at, updated_at)
