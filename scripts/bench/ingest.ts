@@ -15,6 +15,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { pino } from 'pino';
 import sharp from 'sharp';
 import { startKernel } from '../../kernel/app.js';
@@ -88,10 +89,14 @@ async function ingest(
   count: number,
   bulkSize: number,
   blobOf: (i: number) => Promise<Record<string, unknown>>,
-): Promise<{ createSeconds: number; batchSeconds: number; batch: Record<string, any>; meDuring: number[]; cpuSeconds: number; rssAfter: number; byThread: string[] }> {
+): Promise<{
+  createSeconds: number; batchSeconds: number; batch: Record<string, any>; meDuring: number[]; loopDelay: IntervalHistogram; cpuSeconds: number; rssAfter: number;
+  byThread: string[];
+}> {
   await call('POST', '/v1/buckets', { bucket_name: bucket });
   await call('POST', '/v1/collections/create', { ...collection, source: { type: 'bucket', bucket_id: bucket } });
   const ids: string[] = new Array<string>(count);
+  const createProfile = process.env.BENCH_PROFILE ? await startProfile() : undefined;
   const createStart = performance.now();
   // POST /objects/bulk, up to 1000 objects a request (capped by the JSON body limit for large blobs), 2 in flight.
   const perRequest = bulkSize;
@@ -104,11 +109,16 @@ async function ingest(
     created.results.forEach((o: { object_id: string }, k: number) => (ids[first + k] = o.object_id));
   });
   const createSeconds = (performance.now() - createStart) / 1000;
+  if (createProfile) await createProfile(`${process.env.BENCH_PROFILE}-${bucket}-create.cpuprofile`);
   const profile = process.env.BENCH_PROFILE ? await startProfile() : undefined;
   const batchStart = performance.now();
   const cpuStart = process.cpuUsage();
   const threadsStart = threadTicks();
   const sampler = await sampleMe();
+  // How long the HTTP thread's event loop is held up (its own work, or waiting for a core): beside the
+  // /v1/me latency, it tells the API's own stalls from the client's.
+  const loopDelay = monitorEventLoopDelay({ resolution: 1 });
+  loopDelay.enable();
   const batch = await call('POST', `/v1/buckets/${bucket}/batches`, { object_ids: ids });
   await call('POST', `/v1/buckets/${bucket}/batches/${batch.batch_id}/submit`);
   // Polled from the batch client's worker thread, like the /v1/me sampler: the service's event loop only serves.
@@ -117,13 +127,14 @@ async function ingest(
   );
   const batchSeconds = (performance.now() - batchStart) / 1000;
   const meDuring = await sampler.stop();
+  loopDelay.disable();
   const cpu = process.cpuUsage(cpuStart);
   const cpuSeconds = (cpu.user + cpu.system) / 1e6;
   const rssAfter = process.memoryUsage().rss;
   const byThread = threadCpuLines(threadsStart, 1, 50);
   if (profile) await profile(`${process.env.BENCH_PROFILE}-${bucket}.cpuprofile`);
   if (done.status !== 'COMPLETED') throw new Error(`batch ended ${done.status}: ${JSON.stringify(done.tier_tasks?.[0]?.errors?.slice(0, 2))}`);
-  return { createSeconds, batchSeconds, batch: done, meDuring, cpuSeconds, rssAfter, byThread };
+  return { createSeconds, batchSeconds, batch: done, meDuring, loopDelay, cpuSeconds, rssAfter, byThread };
 }
 
 /** `GET /v1/me` one call at a time, every ~10 ms, until stopped: the API's latency as a client sees it. */
@@ -184,7 +195,10 @@ async function bareInsert(
   return count / ((performance.now() - t0) / 1000);
 }
 
-/** BENCH_PROFILE=<path prefix>: a CPU profile of this process during each batch (where the API, runner and database run). */
+/**
+ * BENCH_PROFILE=<path prefix>: CPU profiles of this process's HTTP thread while the objects are created
+ * (`<prefix>-<bucket>-create.cpuprofile`) and during each batch (`<prefix>-<bucket>.cpuprofile`).
+ */
 async function startProfile(): Promise<(file: string) => Promise<void>> {
   const { Session } = await import('node:inspector/promises');
   const { writeFile } = await import('node:fs/promises');
@@ -196,7 +210,7 @@ async function startProfile(): Promise<(file: string) => Promise<void>> {
     const { profile } = await session.post('Profiler.stop');
     await writeFile(file, JSON.stringify(profile));
     session.disconnect();
-    console.log(`  CPU profile of the batch: ${file}`);
+    console.log(`  CPU profile: ${file}`);
   };
 }
 
@@ -235,6 +249,11 @@ function report(label: string, count: number, r: Awaited<ReturnType<typeof inges
   console.log(
     `  GET /v1/me p99: idle ${p99(bare.meIdle).toFixed(1)} ms (${bare.meIdle.length} calls), during the batch ${p99(r.meDuring).toFixed(1)} ms ` +
       `(${r.meDuring.length} calls; max ${Math.max(...r.meDuring).toFixed(1)} ms)`,
+  );
+  const ms = (ns: number) => (ns / 1e6).toFixed(1);
+  console.log(
+    `  HTTP thread's event loop delay during the batch (1 ms timer): p50 ${ms(r.loopDelay.percentile(50))} ms, p99 ${ms(r.loopDelay.percentile(99))} ms, ` +
+      `max ${ms(r.loopDelay.max)} ms`,
   );
 }
 

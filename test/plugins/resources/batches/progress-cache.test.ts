@@ -4,7 +4,7 @@
  * chunk (updated_at, progress_at), a new run (generation), a cancel (status) — counts afresh.
  */
 import { describe, expect, it } from 'vitest';
-import { countProgress, ProgressCountCache } from '../../../../plugins/resources/batches/aggregate.js';
+import { ChunkCounts, countProgress, ProgressCountCache } from '../../../../plugins/resources/batches/aggregate.js';
 import type { BatchRow, ChunkRow } from '../../../../plugins/resources/batches/store.js';
 
 const at = (ms: number) => new Date(Date.UTC(2026, 0, 1) + ms);
@@ -88,5 +88,30 @@ describe('batch progress counted chunk by chunk', () => {
       withResults(0, { a: { result: 'failed' }, b: { result: 'skipped' } }, 0, 'col_2'),
     ];
     expect(countProgress(batch(), twoCollections)).toEqual({ total: 2, done: 2, doneThisRun: 2, failed: 1, skipped: 0, written: 2 });
+  });
+});
+
+describe('chunk counts kept between polls', () => {
+  it('counts a chunk again only when its status or outcome changed, and adds up as counting afresh does', () => {
+    const kept = new ChunkCounts();
+    const records = ['a', 'b', 'c'];
+    const pending = chunk(0, 'PENDING', records);
+    const first = kept.of(pending);
+    expect(first).toEqual({ total: 3, done: 0, failed: 0, skipped: 0, written: 0 });
+    // The store hands out the same record list and outcome for a chunk it already read: nothing is counted again.
+    expect(kept.of({ ...pending })).toBe(first);
+
+    const finished = { ...chunk(0, 'COMPLETED', records), record_ids: records };
+    const counted = kept.of(finished);
+    expect(counted).not.toBe(first);
+    expect(counted).toEqual({ total: 3, done: 3, failed: 0, skipped: 0, written: 3 });
+    expect(kept.of({ ...finished })).toBe(counted);
+    // The same records and status with another outcome (a run that ended again): counted afresh.
+    const rerun = { ...finished, outcome: { records: { a: { result: 'failed', documents: 0, submitted: true } }, errors: [] } as unknown as ChunkRow['outcome'] };
+    expect(kept.of(rerun)).toMatchObject({ total: 3, done: 1, failed: 1 });
+
+    const chunks = [finished, chunk(1, 'PENDING', ['d']), { ...chunk(2, 'COMPLETED', ['e']), generation: 0 }];
+    expect(countProgress(batch(), chunks, kept)).toEqual(countProgress(batch(), chunks));
+    expect(countProgress(batch({ generation: 1 }), chunks, kept)).toEqual(countProgress(batch({ generation: 1 }), chunks));
   });
 });
