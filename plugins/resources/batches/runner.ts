@@ -16,7 +16,7 @@ import type { Clock } from '../../../kernel/clock.js';
 import type { EventBus } from '../../../kernel/events/event-bus.js';
 import { emptyOutcome, type CollectionProcessor, type ProcessingOutcome } from '../../../kernel/processing.js';
 import type { TaskContext, TaskQueue } from '../../../kernel/tasks/task-queue.js';
-import { aggregateTier, emptyTier, errorSummary, mergeErrors } from './aggregate.js';
+import { aggregateTier, ChunkTallies, emptyTier, errorSummary, mergeErrors } from './aggregate.js';
 import { settledRecords, tierLedger } from './ledger.js';
 import { CHUNK_TASK, TIER_TASK, tierDedupeKey, type TierTaskPayload } from './service.js';
 import type { BatchRow, BatchStore, ChunkKey, ChunkRow, LockedBatch } from './store.js';
@@ -41,6 +41,9 @@ export interface BatchRunnerOptions {
 const LIVE: readonly string[] = ['PENDING', 'IN_PROGRESS'];
 
 export class BatchRunner {
+  /** Each chunk's tally, for the tier aggregation every chunk end runs. */
+  private readonly tallies = new ChunkTallies();
+
   constructor(
     private readonly db: Knex,
     private readonly store: BatchStore,
@@ -129,7 +132,7 @@ export class BatchRunner {
       // A tier with nothing (left) to process ends at once.
       if (chunks.length === 0) {
         const everyRun = await this.store.chunksOfTier(batch.batch_id, payload.tier, trx);
-        await this.completeTier(trx, { ...locked, ...changes }, aggregateTier(info, everyRun, now), events);
+        await this.completeTier(trx, { ...locked, ...changes }, aggregateTier(info, everyRun, now, this.tallies), events);
       }
     });
     await this.publish(events);
@@ -197,7 +200,7 @@ export class BatchRunner {
       }
       const chunks = await this.store.chunksOfTier(payload.batch_id, payload.tier, trx);
       const base = locked.tier_tasks[payload.tier] ?? emptyTier(payload.tier, locked.dag_tiers?.[payload.tier] ?? [], [], null);
-      const info = aggregateTier(base, chunks, now);
+      const info = aggregateTier(base, chunks, now, this.tallies);
       const stillRunning = chunks.some((c) => c.generation === payload.generation && c.status === 'PENDING');
       if (locked.status !== 'IN_PROGRESS' || stillRunning) {
         const tierTasks = [...locked.tier_tasks];

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { ProcessingError, ProcessingOutcome, RecordResult } from '../../../../kernel/processing.js';
-import { aggregateTier, emptyTier } from '../../../../plugins/resources/batches/aggregate.js';
+import { aggregateTier, ChunkTallies, emptyTier } from '../../../../plugins/resources/batches/aggregate.js';
 import type { ChunkRow } from '../../../../plugins/resources/batches/store.js';
 
 const NOW = new Date(Date.UTC(2026, 0, 1, 0, 1));
@@ -99,5 +99,29 @@ describe('tier aggregation over one run', () => {
       chunk('col_a', 0, 'COMPLETED', ['a'], outcome({ a: r('written', 2) }), 1),
     ];
     expect(chunkByChunk(retried)).toMatchObject({ status: 'COMPLETED', documents_written: 3, source_documents_fetched: 2, errors: [] });
+  });
+});
+
+describe('chunk tallies kept between chunk ends', () => {
+  it('aggregates as counting afresh does while chunks end one by one, counting each chunk again only when it changed', () => {
+    const tallies = new ChunkTallies();
+    const ids = [['a', 'b'], ['c', 'd'], ['e']];
+    const ended = [
+      outcome({ a: r('written', 2), b: r('skipped', 0, { skip_reason: 'unsupported_type' } as Partial<RecordResult>) }),
+      outcome({ c: r('failed'), d: r('written', 1) }, [error(['c'])]),
+      outcome({ e: r('filtered') }),
+    ];
+    // The store hands out the same record lists while a chunk is known: the chunks below share them.
+    let chunks = ids.map((records, i) => chunk('col_a', i, 'PENDING', records, null));
+    const pending = tallies.of(chunks[0]!);
+    for (let i = 0; i < ids.length; i++) {
+      chunks = chunks.map((c, k) => (k === i ? chunk('col_a', k, 'COMPLETED', ids[k]!, ended[k]!) : { ...c }));
+      expect(aggregateTier(emptyTier(0, ['col_a', 'col_b'], [], null), chunks, NOW, tallies)).toEqual(chunkByChunk(chunks));
+    }
+    expect(tallies.of(chunks[0]!)).not.toBe(pending);
+    expect(tallies.of({ ...chunks[0]! })).toBe(tallies.of(chunks[0]!));
+    expect(aggregateTier(emptyTier(0, ['col_a'], [], null), chunks, NOW, tallies)).toMatchObject({
+      documents_written: 3, documents_skipped: 1, skipped_reasons: { unsupported_type: 1 },
+    });
   });
 });
