@@ -119,7 +119,8 @@ async function ingest(
   // /v1/me latency, it tells the API's own stalls from the client's.
   const loopDelay = monitorEventLoopDelay({ resolution: 1 });
   loopDelay.enable();
-  const batch = await call('POST', `/v1/buckets/${bucket}/batches`, { object_ids: ids });
+  // A request lists at most 10,000 object ids; a larger batch takes the whole bucket (every object above).
+  const batch = await call('POST', `/v1/buckets/${bucket}/batches`, count > 10_000 ? { prefix: '' } : { object_ids: ids });
   await call('POST', `/v1/buckets/${bucket}/batches/${batch.batch_id}/submit`);
   // Polled from the batch client's worker thread, like the /v1/me sampler: the service's event loop only serves.
   const done: Record<string, any> = await batchClient.pollUntil(
