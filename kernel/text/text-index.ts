@@ -196,7 +196,7 @@ export class SqlTextIndex implements TextIndex {
     const { put, without } = encodeAll(documents.map((d) => ({ key: d.sourceKey, fields: d.fields })));
     // Only a write with documents without text can remove postings, so only such a write has this part.
     // Its ids are gathered first (an array, looked up by the index): joined to the written rows, a planner whose
-    // statistics predate the collection's growth (every batch's) read all its postings once per written row.
+    // statistics predate the collection's growth (as in any batch) read all its postings once per written row.
     const removal = without.length === 0 ? '' : `
         text_removed as (
           delete from text_documents t

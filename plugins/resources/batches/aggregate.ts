@@ -82,6 +82,34 @@ function addTally(t: TierTally, add: Readonly<TierTally>): void {
   for (const [reason, n] of Object.entries(add.skipReasons)) t.skipReasons[reason] = (t.skipReasons[reason] ?? 0) + n;
 }
 
+/**
+ * A value computed from one chunk, kept while the chunk is read as the same record list, status and outcome
+ * (the batch store hands out the same objects for a chunk it already read): a chunk's records are visited
+ * once when it is planned and once when it ends, not again at every poll of the batch and every other
+ * chunk's end (10,000 records were visited again 5-9 ms of the HTTP thread a poll; with 200 chunks of 500,
+ * a 100,000-record tier visited 20 million records to aggregate its chunk ends).
+ */
+export class ChunkMemo<T> {
+  private readonly byRecords = new WeakMap<readonly string[], { status: ChunkRow['status']; outcome: ChunkRow['outcome']; value: T }>();
+
+  constructor(private readonly compute: (chunk: ChunkRow) => T) {}
+
+  of(chunk: ChunkRow): T {
+    const kept = this.byRecords.get(chunk.record_ids);
+    if (kept && kept.status === chunk.status && kept.outcome === chunk.outcome) return kept.value;
+    const value = this.compute(chunk);
+    this.byRecords.set(chunk.record_ids, { status: chunk.status, outcome: chunk.outcome, value });
+    return value;
+  }
+}
+
+/** Each chunk's tier tally, for aggregating a tier's chunks (see ChunkMemo). */
+export class ChunkTallies extends ChunkMemo<Readonly<TierTally>> {
+  constructor() {
+    super(tallyChunk);
+  }
+}
+
 function count(t: TierTally, entry: Readonly<RecordVisit>): void {
   const state = entry.state;
   if (state === 'pending') t.pending += 1;
@@ -340,38 +368,10 @@ export interface ProgressCounts {
   written: number;
 }
 
-/**
- * A value computed from one chunk, kept while the chunk is read as the same record list, status and outcome
- * (the batch store hands out the same objects for a chunk it already read): a chunk's records are visited
- * once when it is planned and once when it ends, not again at every poll of the batch and every other
- * chunk's end (10,000 records were visited again 5-9 ms of the HTTP thread a poll; with 200 chunks of 500,
- * a 100,000-record tier visited 20 million records to aggregate its chunk ends).
- */
-export class ChunkMemo<T> {
-  private readonly byRecords = new WeakMap<readonly string[], { status: ChunkRow['status']; outcome: ChunkRow['outcome']; value: T }>();
-
-  constructor(private readonly compute: (chunk: ChunkRow) => T) {}
-
-  of(chunk: ChunkRow): T {
-    const kept = this.byRecords.get(chunk.record_ids);
-    if (kept && kept.status === chunk.status && kept.outcome === chunk.outcome) return kept.value;
-    const value = this.compute(chunk);
-    this.byRecords.set(chunk.record_ids, { status: chunk.status, outcome: chunk.outcome, value });
-    return value;
-  }
-}
-
 /** Each chunk's progress counts (see ChunkMemo). */
 export class ChunkCounts extends ChunkMemo<ChunkCount> {
   constructor() {
     super(countChunk);
-  }
-}
-
-/** Each chunk's tier tally, for aggregating a tier's chunks (see ChunkMemo). */
-export class ChunkTallies extends ChunkMemo<Readonly<TierTally>> {
-  constructor() {
-    super(tallyChunk);
   }
 }
 
