@@ -6,7 +6,9 @@
  * documents and vectors straight into the stores (the floor for writes), and the p99 latency of
  * `GET /v1/me` while idle and while the batch runs (does batch work leave the API responsive?), timed by a
  * client in a worker thread (scripts/bench/http-load.ts), as the batch's status is polled from another: the
- * service's event loop is not the clients'.
+ * service's event loop is not the clients'. Beside that p99: the HTTP thread's event loop delay, and each
+ * thread's CPU and wait for a core during the batch (scripts/bench/thread-cpu.ts), which tell the API's own
+ * stalls from a full machine's.
  *
  * The server runs in this process on its embedded defaults (PGlite in its thread, tasks in theirs, pgvector,
  * local blobs, spawned inference workers), or on PostgreSQL/NATS when DATABASE_URL/NATS_URL are set.
@@ -119,7 +121,7 @@ async function ingest(
   // /v1/me latency, it tells the API's own stalls from the client's.
   const loopDelay = monitorEventLoopDelay({ resolution: 1 });
   loopDelay.enable();
-  // A request lists at most 10,000 object ids; a larger batch takes the whole bucket (every object above).
+  // A request lists at most 10,000 object ids; a larger batch takes the whole bucket, which holds just the objects created above.
   const batch = await call('POST', `/v1/buckets/${bucket}/batches`, count > 10_000 ? { prefix: '' } : { object_ids: ids });
   await call('POST', `/v1/buckets/${bucket}/batches/${batch.batch_id}/submit`);
   // Polled from the batch client's worker thread, like the /v1/me sampler: the service's event loop only serves.
