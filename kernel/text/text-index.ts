@@ -197,15 +197,18 @@ export class SqlTextIndex implements TextIndex {
     // Only a write with documents without text can remove postings, so only such a write has this part.
     // Its ids are gathered first (an array, looked up by the index): joined to the written rows, a planner whose
     // statistics predate the collection's growth (as in any batch) read all its postings once per written row.
-    const removal = without.length === 0 ? '' : `
+    const removal = without.length === 0 ? { sql: '', bindings: [] } : {
+      sql: `
         text_removed as (
           delete from text_documents t
           where t.collection_id = ?
-            and t.document_id = any(array(select w.document_id from written w where not w.inserted and w.source_key = any(?::text[])))),`;
+            and t.document_id = any(array(select w.document_id from written w where not w.inserted and w.source_key = any(?::text[])))),`,
+      bindings: [collectionId, without],
+    };
     return {
       // As `writing` does: a rewritten document without text loses its postings, the others get theirs,
       // and every written document is one change of the new version.
-      ctes: `,${removal}
+      ctes: `,${removal.sql}
         text_put as (
           insert into text_documents (collection_id, document_id, postings)
           select ?, w.document_id, u.p from unnest(?::text[], ?::text[]) as u(k, p) join written w on w.source_key = u.k
@@ -214,7 +217,7 @@ export class SqlTextIndex implements TextIndex {
           insert into text_versions (collection_id, version, pruned_below) values (?, 1, 0)
           on conflict (collection_id) do update set version = text_versions.version + 1 returning version),
         text_logged as (insert into text_changes (collection_id, version, document_id) select ?, b.version, w.document_id from text_bumped b, written w)`,
-      bindings: [...(without.length > 0 ? [collectionId, without] : []), collectionId, put.keys, put.postings, collectionId, collectionId],
+      bindings: [...removal.bindings, collectionId, put.keys, put.postings, collectionId, collectionId],
       version: '(select version from text_bumped)',
       committed: (version, db = this.db) => this.prune(db, collectionId, version),
     };
