@@ -4,8 +4,7 @@
  */
 import { connect, JSONCodec, type NatsConnection, type JetStreamClient } from 'nats';
 import type { Logger } from 'pino';
-import { newId } from '../ids.js';
-import type { EventBus, EventHandler, TesseraEvent } from './event-bus.js';
+import { stampEvent, type EventBus, type EventHandler, type EventInput, type TesseraEvent } from './event-bus.js';
 
 const codec = JSONCodec<TesseraEvent>();
 
@@ -43,9 +42,19 @@ export class NatsEventBus implements EventBus {
     }
   }
 
-  async publish(input: Omit<TesseraEvent, 'id' | 'occurred_at'> & { occurred_at?: string }): Promise<void> {
-    const event: TesseraEvent = { id: newId('evt'), occurred_at: new Date().toISOString(), ...input };
+  async publish(input: EventInput): Promise<void> {
+    const event = stampEvent(input);
     await this.js.publish(`${this.subjectRoot}.${event.type}`, codec.encode(event), { msgID: event.id });
+  }
+
+  /**
+   * In flight together: one connection sends them in the order given (so the stream holds them in that
+   * order), and their acknowledgements are awaited together instead of one round trip each.
+   */
+  async publishMany(inputs: readonly EventInput[]): Promise<void> {
+    const sent = await Promise.allSettled(inputs.map((input) => this.publish(input)));
+    const failed = sent.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+    if (failed) throw failed.reason;
   }
 
   subscribe(pattern: string, handler: EventHandler): () => void {

@@ -19,6 +19,7 @@ import {
   PresignedPutGate,
   ReferenceRegistry,
   ResourceIdentifiers,
+  RootLogger,
   TaskQueue,
   createToken,
   type Services,
@@ -87,7 +88,7 @@ export default defineResource({
       allowPrivateUrls: config.allowPrivateUrlFetch,
       urlTimeoutMs: config.urlFetchTimeoutMs,
     });
-    const objects = new ObjectService(db, bucketStore, objectStore, ingest, blobs, events, clock);
+    const objects = new ObjectService(db, bucketStore, objectStore, ingest, blobs, events, clock, services.get(RootLogger).child({ component: 'objects' }));
     container.bind(Stores).toConstantValue({ buckets: bucketStore, objects: objectStore, uploads: uploadStore });
     container.bind(Buckets).toConstantValue(new BucketService(db, bucketStore, services.get(ReferenceRegistry), tasks, events, clock));
     container.bind(Objects).toConstantValue(objects);

@@ -3,10 +3,11 @@
  * in the same transaction as the row, blobs removed when the object goes, events after each change.
  */
 import type { Knex } from 'knex';
+import type { Logger } from 'pino';
 import type { BlobInfo, BlobStore } from '../../../kernel/blobs/blob-store.js';
 import type { Clock } from '../../../kernel/clock.js';
 import { ConflictError, InputError, NotFoundError, RequestValidationError, type FieldProblem } from '../../../kernel/errors.js';
-import type { EventBus } from '../../../kernel/events/event-bus.js';
+import type { EventBus, EventInput } from '../../../kernel/events/event-bus.js';
 import { newId } from '../../../kernel/ids.js';
 import { isUniqueViolation } from '../../../kernel/http/values.js';
 import type { BucketRow, BucketStore } from './bucket-store.js';
@@ -30,6 +31,14 @@ export interface ObjectInput {
   owner_principal?: string | null;
 }
 
+function createdEvent(row: ObjectRow): EventInput {
+  return {
+    type: 'object.created',
+    organization_id: row.organization_id,
+    data: { object_id: row.object_id, bucket_id: row.bucket_id, namespace_id: row.namespace_id, key: row.key, size_bytes: row.size_bytes },
+  };
+}
+
 export class ObjectService {
   constructor(
     private readonly db: Knex,
@@ -39,6 +48,7 @@ export class ObjectService {
     private readonly blobs: BlobStore,
     private readonly events: EventBus,
     private readonly clock: Clock,
+    private readonly log: Logger,
   ) {}
 
   /** The object, if the caller may see it (a user-scoped key's principal sees only what it owns). */
@@ -137,7 +147,7 @@ export class ObjectService {
         if (isUniqueViolation(err)) throw new ConflictError('A key was taken by another request meanwhile; nothing was stored');
         throw err;
       }
-      for (const row of rows) await this.announceCreated(row);
+      await this.announce(rows.map(createdEvent));
       return rows;
     } catch (err) {
       await this.removeStored(stored.flat());
@@ -259,16 +269,20 @@ export class ObjectService {
       if (isUniqueViolation(err)) throw new ConflictError(`An object with key '${row.key}' already exists in this bucket`, { key: row.key });
       throw err;
     }
-    await this.announceCreated(row);
+    await this.announce([createdEvent(row)]);
     return row;
   }
 
-  private announceCreated(row: ObjectRow): Promise<void> {
-    return this.events.publish({
-      type: 'object.created',
-      organization_id: row.organization_id,
-      data: { object_id: row.object_id, bucket_id: row.bucket_id, namespace_id: row.namespace_id, key: row.key, size_bytes: row.size_bytes },
-    });
+  /**
+   * Events of committed objects. A bus that refuses them (NATS down) is logged and the request still
+   * succeeds: the objects exist, and the callers' clean-up of stored blobs must never run for them.
+   */
+  private async announce(events: EventInput[]): Promise<void> {
+    try {
+      await this.events.publishMany(events);
+    } catch (err) {
+      this.log.warn({ err, type: events[0]?.type, count: events.length }, 'objects were stored but their events could not be published');
+    }
   }
 
   async updateMetadata(bucket: BucketRow, objectId: string, metadata: Record<string, unknown>, principalId: string | null = null): Promise<ObjectRow> {

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { TesseraEvent } from '../../../../kernel/events/event-bus.js';
 import { EventBus } from '../../../../kernel/tokens.js';
 import { startTestKernel, type TestKernel } from '../../../support/kernel.js';
@@ -43,5 +43,37 @@ describe('object and upload events', () => {
 
     await api('DELETE', `/v1/buckets/b/objects/${created.body.object_id}`);
     await waitFor('object.deleted', created.body.object_id);
+  });
+
+  it('announces a bulk request\'s objects once each, in request order', async () => {
+    const created = await api('POST', '/v1/buckets/b/objects/bulk', {
+      objects: Array.from({ length: 40 }, (_, i) => ({ key: `bulk/${i}`, blobs: [{ property: 'content', text: `text ${i}` }] })),
+    });
+    expect(created.status).toBe(201);
+    const ids: string[] = created.body.results.map((o: { object_id: string }) => o.object_id);
+    await waitFor('object.created', ids[ids.length - 1]!);
+    const announced = seen.filter((e) => e.type === 'object.created' && ids.includes(e.data.object_id as string)).map((e) => e.data.object_id);
+    expect(announced).toEqual(ids);
+  });
+
+  it('keeps committed objects and their blobs when the bus refuses their events', async () => {
+    const bus = t.kernel.services.get(EventBus);
+    const refused = vi.spyOn(bus, 'publishMany').mockRejectedValue(new Error('the event bus is unreachable'));
+    try {
+      const one = await api('POST', '/v1/buckets/b/objects', { key: 'refused/one', blobs: [{ property: 'content', base64: Buffer.from('binary \u0000 blob').toString('base64') }] });
+      const many = await api('POST', '/v1/buckets/b/objects/bulk', {
+        objects: [{ key: 'refused/a', blobs: [{ property: 'content', base64: Buffer.from('\u0000a').toString('base64') }] }, { key: 'refused/b' }],
+      });
+      expect([one.status, many.status]).toEqual([201, 201]);
+      expect(refused).toHaveBeenCalledTimes(2);
+      for (const object of [one.body, many.body.results[0]]) {
+        const read = await api('GET', `/v1/buckets/b/objects/${object.object_id}`);
+        expect(read.status).toBe(200);
+        expect((await fetch(read.body.blobs[0].url)).status).toBe(200);
+      }
+      expect(t.logs.some((line) => line.includes('objects were stored but their events could not be published'))).toBe(true);
+    } finally {
+      refused.mockRestore();
+    }
   });
 });
