@@ -308,13 +308,12 @@ export class BatchRunner {
     return { type, organization_id: batch.organization_id, data: { batch_id: batch.batch_id, bucket_id: batch.bucket_id, namespace_id: batch.namespace_id, ...data } };
   }
 
+  /** After the commit; the batch has moved on whether or not the bus takes its events. */
   private async publish(events: PendingEvent[]): Promise<void> {
-    for (const event of events) {
-      try {
-        await this.events.publish(event);
-      } catch (err) {
-        this.log.warn({ err, type: event.type }, 'could not publish a batch event');
-      }
+    try {
+      await this.events.publishMany(events);
+    } catch (err) {
+      this.log.warn({ err, types: events.map((e) => e.type) }, 'could not publish batch events');
     }
   }
 }
