@@ -45,7 +45,9 @@ async function storeVideos(harness: MediaHarness): Promise<{ redBlue: BlobRefere
   const silent = path.join(harness.dir, 'silent.mp4');
   await Promise.all([
     renderVideo(redBlue, RED_BLUE),
-    renderVideo(silent, { scenes: [{ color: 'green', seconds: 1.5 }, { color: 'red', seconds: 1.5 }], width: 160, height: 120 }),
+    // Scenes of clearly different brightness: ffmpeg's scene score compares luma, and red and green (#008000) have
+    // nearly the same (Debian's ffmpeg 5.1.9 scores that cut 0).
+    renderVideo(silent, { scenes: [{ color: 'white', seconds: 1.5 }, { color: 'red', seconds: 1.5 }], width: 160, height: 120 }),
   ]);
   return {
     redBlue: await harness.putBlob('org_test/ns_test/objects/red_blue/content', await readFile(redBlue), 'video/mp4'),
