@@ -50,6 +50,8 @@ interface TierTally {
   /** Failed, or gone before it ran. */
   failed: number;
   written: number;
+  /** Left out by the collection's source filter (a final result, like written and skipped). */
+  filtered: number;
   fetched: number;
   afterFilter: number;
   submitted: number;
@@ -59,7 +61,7 @@ interface TierTally {
 }
 
 function tally(): TierTally {
-  return { pending: 0, stopped: 0, failed: 0, written: 0, fetched: 0, afterFilter: 0, submitted: 0, documents: 0, skipped: 0, skipReasons: {} };
+  return { pending: 0, stopped: 0, failed: 0, written: 0, filtered: 0, fetched: 0, afterFilter: 0, submitted: 0, documents: 0, skipped: 0, skipReasons: {} };
 }
 
 /** One chunk's records counted by their result in it. */
@@ -74,6 +76,7 @@ function addTally(t: TierTally, add: Readonly<TierTally>): void {
   t.stopped += add.stopped;
   t.failed += add.failed;
   t.written += add.written;
+  t.filtered += add.filtered;
   t.fetched += add.fetched;
   t.afterFilter += add.afterFilter;
   t.submitted += add.submitted;
@@ -116,6 +119,7 @@ function count(t: TierTally, entry: Readonly<RecordVisit>): void {
   else if (state === 'unrun' || state === 'canceled') t.stopped += 1;
   else if (state === 'failed' || state === 'gone') t.failed += 1;
   else if (state === 'written') t.written += 1;
+  else if (state === 'filtered') t.filtered += 1;
   const ran = state !== 'pending' && state !== 'unrun';
   if (ran && state !== 'gone') t.fetched += 1;
   if (ran && state !== 'gone' && state !== 'filtered') t.afterFilter += 1;
@@ -378,17 +382,12 @@ export class ChunkCounts extends ChunkMemo<ChunkCount> {
 /** What one chunk's results add to the counts (all but `doneThisRun`, which depends on the batch's run). */
 type ChunkCount = Omit<ProgressCounts, 'doneThisRun'>;
 
+/** A chunk's progress counts, from its tier tally: records by state, the same classification as the tier's counters. */
 function countChunk(chunk: ChunkRow): ChunkCount {
-  const counts: ChunkCount = { total: 0, done: 0, failed: 0, skipped: 0, written: 0 };
-  visitResults(chunk, (_, r) => {
-    counts.total += 1;
-    counts.written += r.documents;
-    if (!FINAL.has(r.state)) return;
-    counts.done += 1;
-    if (r.state === 'failed' || r.state === 'gone') counts.failed += 1;
-    else if (r.state === 'skipped') counts.skipped += 1;
-  });
-  return counts;
+  const t = tallyChunk(chunk);
+  // Final results: written, skipped, filtered, failed and gone (counted with failed); pending and stopped are not.
+  const done = t.written + t.skipped + t.filtered + t.failed;
+  return { total: done + t.pending + t.stopped, done, failed: t.failed, skipped: t.skipped, written: t.documents };
 }
 
 export function countProgress(batch: Pick<BatchRow, 'generation'>, chunks: readonly ChunkRow[], kept: ChunkCounts = new ChunkCounts()): ProgressCounts {
