@@ -117,7 +117,7 @@ export default defineResource({
     container.bind(ObjectCatalog).toConstantValue(catalog);
     container.bind(PresignedPutGate).toConstantValue(new UploadPutGate(db, clock));
     container.bind(Uploads).toConstantValue(
-      new UploadService(uploadStore, objects, objectStore, ingest, blobs, tasks, events, clock, config.maxUploadBytes),
+      new UploadService(uploadStore, objects, objectStore, ingest, blobs, tasks, events, clock, config.maxUploadBytes, services.get(RootLogger).child({ component: 'uploads' })),
     );
   },
 

@@ -3,7 +3,7 @@
  * in the same transaction as the row, blobs removed when the object goes, events after each change.
  */
 import type { Knex } from 'knex';
-import type { Logger } from 'pino';
+import type { Logger } from '../../../kernel/logger.js';
 import type { BlobInfo, BlobStore } from '../../../kernel/blobs/blob-store.js';
 import type { Clock } from '../../../kernel/clock.js';
 import { ConflictError, InputError, NotFoundError, RequestValidationError, type FieldProblem } from '../../../kernel/errors.js';

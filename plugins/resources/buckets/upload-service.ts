@@ -60,6 +60,7 @@ export class UploadService {
     private readonly events: EventBus,
     private readonly clock: Clock,
     private readonly maxUploadBytes: number,
+    private readonly log: Logger,
   ) {}
 
   /** The upload, if the caller may see it (a user-scoped key's principal sees only its own). */
@@ -206,11 +207,14 @@ export class UploadService {
       await this.uploads.transition(upload.upload_id, 'PROCESSING', { ...completion, status: 'COMPLETED' });
     }
     const done: UploadRow = { ...upload, ...completion, object_id: objectId } as UploadRow;
-    await this.events.publish({
-      type: 'upload.completed',
-      organization_id: upload.organization_id,
-      data: { upload_id: upload.upload_id, bucket_id: upload.bucket_id, object_id: objectId, size_bytes: digests.size },
-    });
+    // Completed whether or not the bus takes the event (as objects: see ObjectService.announce).
+    await this.events
+      .publish({
+        type: 'upload.completed',
+        organization_id: upload.organization_id,
+        data: { upload_id: upload.upload_id, bucket_id: upload.bucket_id, object_id: objectId, size_bytes: digests.size },
+      })
+      .catch((err: unknown) => this.log.warn({ err, upload_id: upload.upload_id }, 'the upload completed but its event could not be published'));
     return done;
   }
 

@@ -76,4 +76,21 @@ describe('object and upload events', () => {
       refused.mockRestore();
     }
   });
+
+  it('completes a confirmed upload when the bus refuses its event', async () => {
+    const bus = t.kernel.services.get(EventBus);
+    const refused = vi.spyOn(bus, 'publish').mockRejectedValue(new Error('the event bus is unreachable'));
+    try {
+      const upload = (await api('POST', '/v1/buckets/b/uploads', { filename: 'refused.txt' })).body;
+      await fetch(upload.presigned_url, { method: 'PUT', body: 'uploaded while the bus is down' });
+      const confirmed = await api('POST', `/v1/buckets/b/uploads/${upload.upload_id}/confirm`, {});
+      expect(confirmed.status).toBe(200);
+      expect(confirmed.body.status).toBe('COMPLETED');
+      expect((await api('GET', `/v1/buckets/b/objects/${confirmed.body.object_id}`)).status).toBe(200);
+      expect(refused).toHaveBeenCalled();
+      expect(t.logs.some((line) => line.includes('the upload completed but its event could not be published'))).toBe(true);
+    } finally {
+      refused.mockRestore();
+    }
+  });
 });
