@@ -13,7 +13,7 @@
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { Clock } from '../../../kernel/clock.js';
-import type { EventBus } from '../../../kernel/events/event-bus.js';
+import { afterCommit, type EventBus } from '../../../kernel/events/event-bus.js';
 import { emptyOutcome, type CollectionProcessor, type ProcessingOutcome } from '../../../kernel/processing.js';
 import type { TaskContext, TaskQueue } from '../../../kernel/tasks/task-queue.js';
 import { aggregateTier, ChunkTallies, emptyTier, errorSummary, mergeErrors } from './aggregate.js';
@@ -309,12 +309,8 @@ export class BatchRunner {
   }
 
   /** After the commit; the batch has moved on whether or not the bus takes its events. */
-  private async publish(events: PendingEvent[]): Promise<void> {
-    try {
-      await this.events.publishMany(events);
-    } catch (err) {
-      this.log.warn({ err, types: events.map((e) => e.type) }, 'could not publish batch events');
-    }
+  private publish(events: PendingEvent[]): Promise<void> {
+    return afterCommit(this.events.publishMany(events), this.log, 'could not publish batch events', { types: events.map((e) => e.type) });
   }
 }
 

@@ -7,7 +7,7 @@ import type { Logger } from '../../../kernel/logger.js';
 import type { BlobInfo, BlobStore } from '../../../kernel/blobs/blob-store.js';
 import type { Clock } from '../../../kernel/clock.js';
 import { ConflictError, InputError, NotFoundError, RequestValidationError, type FieldProblem } from '../../../kernel/errors.js';
-import type { EventBus, EventInput } from '../../../kernel/events/event-bus.js';
+import { afterCommit, type EventBus, type EventInput } from '../../../kernel/events/event-bus.js';
 import { newId } from '../../../kernel/ids.js';
 import { isUniqueViolation } from '../../../kernel/http/values.js';
 import type { BucketRow, BucketStore } from './bucket-store.js';
@@ -273,16 +273,9 @@ export class ObjectService {
     return row;
   }
 
-  /**
-   * Events of committed objects. A bus that refuses them (NATS down) is logged and the request still
-   * succeeds: the objects exist, and the callers' clean-up of stored blobs must never run for them.
-   */
-  private async announce(events: EventInput[]): Promise<void> {
-    try {
-      await this.events.publishMany(events);
-    } catch (err) {
-      this.log.warn({ err, type: events[0]?.type, count: events.length }, 'objects were stored but their events could not be published');
-    }
+  /** Events of committed objects: the callers' clean-up of stored blobs must never run for them. */
+  private announce(events: EventInput[]): Promise<void> {
+    return afterCommit(this.events.publishMany(events), this.log, 'objects were stored but their events could not be published', { count: events.length });
   }
 
   async updateMetadata(bucket: BucketRow, objectId: string, metadata: Record<string, unknown>, principalId: string | null = null): Promise<ObjectRow> {

@@ -6,7 +6,7 @@
 import type { BlobInfo, BlobStore } from '../../../kernel/blobs/blob-store.js';
 import type { Clock } from '../../../kernel/clock.js';
 import { ApiError, ConflictError, InputError, NotFoundError, PayloadTooLargeError, RequestValidationError } from '../../../kernel/errors.js';
-import type { EventBus } from '../../../kernel/events/event-bus.js';
+import { afterCommit, type EventBus } from '../../../kernel/events/event-bus.js';
 import { newId } from '../../../kernel/ids.js';
 import type { TaskQueue } from '../../../kernel/tasks/task-queue.js';
 import type { Logger } from '../../../kernel/logger.js';
@@ -207,14 +207,12 @@ export class UploadService {
       await this.uploads.transition(upload.upload_id, 'PROCESSING', { ...completion, status: 'COMPLETED' });
     }
     const done: UploadRow = { ...upload, ...completion, object_id: objectId } as UploadRow;
-    // Completed whether or not the bus takes the event (as objects: see ObjectService.announce).
-    await this.events
-      .publish({
-        type: 'upload.completed',
-        organization_id: upload.organization_id,
-        data: { upload_id: upload.upload_id, bucket_id: upload.bucket_id, object_id: objectId, size_bytes: digests.size },
-      })
-      .catch((err: unknown) => this.log.warn({ err, upload_id: upload.upload_id }, 'the upload completed but its event could not be published'));
+    const completed = this.events.publish({
+      type: 'upload.completed',
+      organization_id: upload.organization_id,
+      data: { upload_id: upload.upload_id, bucket_id: upload.bucket_id, object_id: objectId, size_bytes: digests.size },
+    });
+    await afterCommit(completed, this.log, 'the upload completed but its event could not be published', { upload_id: upload.upload_id });
     return done;
   }
 

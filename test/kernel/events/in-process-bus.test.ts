@@ -25,12 +25,16 @@ function linkedNotices(): { a: DatabaseNotices; b: DatabaseNotices; sent: () => 
 
 const settle = () => new Promise((resolve) => setTimeout(resolve, 10));
 
+/** A bus in this thread and one in another, sharing the database's notices. */
+function twoThreads(): { here: InProcessEventBus; there: InProcessEventBus; noticesSent: () => number } {
+  const log = pino({ level: 'silent' });
+  const notices = linkedNotices();
+  return { here: new InProcessEventBus(log, notices.a), there: new InProcessEventBus(log, notices.b), noticesSent: notices.sent };
+}
+
 describe('in-process event bus', () => {
   it('delivers publishMany\'s events in order, here and in the other thread, as one notice', async () => {
-    const log = pino({ level: 'silent' });
-    const notices = linkedNotices();
-    const here = new InProcessEventBus(log, notices.a);
-    const there = new InProcessEventBus(log, notices.b);
+    const { here, there, noticesSent } = twoThreads();
     const seenHere: TesseraEvent[] = [];
     const seenThere: TesseraEvent[] = [];
     const otherTypes: TesseraEvent[] = [];
@@ -43,7 +47,7 @@ describe('in-process event bus', () => {
     await here.publishMany([]);
     await settle();
 
-    expect(notices.sent()).toBe(1);
+    expect(noticesSent()).toBe(1);
     expect(seenHere.map((e) => e.data.n)).toEqual(events.map((e) => e.data.n));
     expect(seenThere.map((e) => e.data.n)).toEqual(events.map((e) => e.data.n));
     // Each event has its own id, the same in every thread.
@@ -53,10 +57,7 @@ describe('in-process event bus', () => {
   });
 
   it('delivers a single publish in the other thread too', async () => {
-    const log = pino({ level: 'silent' });
-    const notices = linkedNotices();
-    const here = new InProcessEventBus(log, notices.a);
-    const there = new InProcessEventBus(log, notices.b);
+    const { here, there } = twoThreads();
     const seen: TesseraEvent[] = [];
     there.subscribe('>', (e) => void seen.push(e));
     await here.publish({ type: 'api_key.rotated', organization_id: 'org_1', data: { key_id: 'k' } });
