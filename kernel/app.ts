@@ -25,6 +25,7 @@ import type { DatabaseHandle } from './db/database.js';
 import type { MessagePort } from 'node:worker_threads';
 import { NatsEventBus } from './events/nats.js';
 import type { EventBus as EventBusShape } from './events/event-bus.js';
+import { Announcer } from './events/announcer.js';
 import { KeyStore as KeyStoreService } from './auth/key-store.js';
 import { TenantStore as TenantStoreService, type NewOrganization } from './auth/tenants.js';
 import { AuditLog as AuditLogService } from './auth/audit-log.js';
@@ -200,6 +201,7 @@ async function assembleCore(
     : new InProcessEventBus(log.child({ component: 'events' }), database.notices);
   lifecycle.onShutdown('event bus', () => events.close());
   container.bind(T.EventBus).toConstantValue(events);
+  container.bind(T.Announcer).toConstantValue(new Announcer(events, log.child({ component: 'events' })));
 
   // Presigned URLs of the local blob store point at this API; its address is known once it listens.
   const publicUrl = { current: config.publicUrl ?? `http://127.0.0.1:${config.port}` };

@@ -9,6 +9,7 @@ import type { Clock as ClockShape } from './clock.js';
 import type { Lifecycle as LifecycleShape } from './lifecycle.js';
 import type { DatabaseHandle as DatabaseHandleShape } from './db/database.js';
 import type { EventBus as EventBusShape } from './events/event-bus.js';
+import type { Announcer as AnnouncerShape } from './events/announcer.js';
 import type { KeyStore as KeyStoreShape } from './auth/key-store.js';
 import type { TenantStore as TenantStoreShape } from './auth/tenants.js';
 import type { AuditLog as AuditLogShape } from './auth/audit-log.js';
@@ -67,6 +68,8 @@ export const Clock = createToken<ClockShape>('Clock');
 export const Lifecycle = createToken<LifecycleShape>('Lifecycle');
 export const DatabaseHandle = createToken<DatabaseHandleShape>('DatabaseHandle');
 export const EventBus = createToken<EventBusShape>('EventBus');
+/** Publishes a committed change's events, logging a refusal instead of throwing it (events/announcer.ts). */
+export const Announcer = createToken<AnnouncerShape>('Announcer');
 export const KeyStore = createToken<KeyStoreShape>('KeyStore');
 export const TenantStore = createToken<TenantStoreShape>('TenantStore');
 export const AuditLog = createToken<AuditLogShape>('AuditLog');

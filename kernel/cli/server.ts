@@ -10,7 +10,7 @@ import { pino } from 'pino';
 import { loadConfig, type Config } from '../config.js';
 import { openKernelCore, startKernel, startWorker } from '../app.js';
 import { importPluginModules } from '../plugins.js';
-import { EventBus, TenantStore } from '../tokens.js';
+import { Announcer, TenantStore } from '../tokens.js';
 import { runInferenceCommand } from '../inference/index.js';
 import { createLogger, resolveLogFormat, type Logger } from '../logger.js';
 import { StartupError } from '../startup-errors.js';
@@ -128,7 +128,8 @@ export async function createOrganization(name: string, options: { adminEmail: st
       adminKeyPlaintext: options.adminKey,
     });
     // Running API processes may remember an operator-chosen secret as unknown; this makes them forget it.
-    await core.services.get(EventBus).publish({
+    // Announced, never thrown: the organization exists now, and its admin key is printed only below.
+    await core.services.get(Announcer).announce({
       type: 'api_key.created',
       organization_id: created.organization.organization_id,
       data: { key_id: created.adminKey.key_id, name: created.adminKey.name },

@@ -3,7 +3,6 @@
  * delivered to every subscriber in every process (NATS) or in this process (embedded).
  */
 import { newId } from '../ids.js';
-import type { Logger } from '../logger.js';
 
 export interface TesseraEvent<T = Record<string, unknown>> {
   id: string;
@@ -21,19 +20,6 @@ export type EventInput = Omit<TesseraEvent, 'id' | 'occurred_at'> & { occurred_a
 /** The event a bus sends for an input: a new id, and the time now unless the input has one. */
 export function stampEvent(input: EventInput): TesseraEvent {
   return { id: newId('evt'), occurred_at: new Date().toISOString(), ...input };
-}
-
-/**
- * Waits for the events of a change already committed: the change stands whether or not the bus takes them,
- * so a refusal (NATS unreachable) is logged with `message`, never thrown into the caller (whose clean-up
- * would undo it).
- */
-export async function afterCommit(sending: Promise<void>, log: Logger, message: string, context: Record<string, unknown>): Promise<void> {
-  try {
-    await sending;
-  } catch (err) {
-    log.warn({ err, ...context }, message);
-  }
 }
 
 export interface EventBus {

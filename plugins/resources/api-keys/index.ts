@@ -10,7 +10,7 @@ import {
   AuditLog,
   Clock,
   DatabaseHandle,
-  EventBus,
+  Announcer,
   KeyStore,
   ResourceIdentifiers,
   TenantStore,
@@ -35,7 +35,7 @@ export default defineResource({
         services.get(KeyStore),
         services.get(TenantStore),
         services.get(AuditLog),
-        services.get(EventBus),
+        services.get(Announcer),
         services.get(Clock),
       ),
     );

@@ -13,7 +13,7 @@ import type { TenantStore, UserRow } from '../../../kernel/auth/tenants.js';
 import type { Clock } from '../../../kernel/clock.js';
 import { parseTimestamp } from '../../../kernel/dates.js';
 import { ConflictError, InputError, NotAllowedError, NotFoundError, RequestValidationError } from '../../../kernel/errors.js';
-import type { EventBus } from '../../../kernel/events/event-bus.js';
+import type { Announcer } from '../../../kernel/events/announcer.js';
 import { isUniqueViolation } from '../../../kernel/http/values.js';
 
 export interface KeySettings {
@@ -57,7 +57,7 @@ export class ApiKeyService {
     private readonly keys: KeyStore,
     private readonly tenants: TenantStore,
     private readonly audit: AuditLog,
-    private readonly events: EventBus,
+    private readonly announcer: Announcer,
     private readonly clock: Clock,
   ) {}
 
@@ -247,7 +247,7 @@ export class ApiKeyService {
   /** After the change committed: drop the key from this process's cache, then tell the others. */
   private announce(type: string, key: KeyRecord): Promise<void> {
     this.keys.evict(key.key_id);
-    return this.events.publish({
+    return this.announcer.announce({
       type,
       organization_id: key.organization_id,
       data: { key_id: key.key_id, name: key.name, user_email: key.user_email },

@@ -13,7 +13,7 @@
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { Clock } from '../../../kernel/clock.js';
-import { afterCommit, type EventBus } from '../../../kernel/events/event-bus.js';
+import type { Announcer } from '../../../kernel/events/announcer.js';
 import { emptyOutcome, type CollectionProcessor, type ProcessingOutcome } from '../../../kernel/processing.js';
 import type { TaskContext, TaskQueue } from '../../../kernel/tasks/task-queue.js';
 import { aggregateTier, ChunkTallies, emptyTier, errorSummary, mergeErrors } from './aggregate.js';
@@ -49,7 +49,7 @@ export class BatchRunner {
     private readonly store: BatchStore,
     private readonly processor: () => CollectionProcessor,
     private readonly tasks: TaskQueue,
-    private readonly events: EventBus,
+    private readonly announcer: Announcer,
     private readonly clock: Clock,
     private readonly log: Logger,
     private readonly options: BatchRunnerOptions,
@@ -310,7 +310,7 @@ export class BatchRunner {
 
   /** After the commit; the batch has moved on whether or not the bus takes its events. */
   private publish(events: PendingEvent[]): Promise<void> {
-    return afterCommit(this.events.publishMany(events), this.log, 'could not publish batch events', { types: events.map((e) => e.type) });
+    return this.announcer.announceAll(events);
   }
 }
 

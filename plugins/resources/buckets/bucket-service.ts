@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 import type { ResolvedNamespace } from '../../../kernel/auth/namespaces.js';
 import type { Clock } from '../../../kernel/clock.js';
 import { ConflictError, InputError, NotFoundError } from '../../../kernel/errors.js';
-import type { EventBus } from '../../../kernel/events/event-bus.js';
+import type { Announcer } from '../../../kernel/events/announcer.js';
 import { newId } from '../../../kernel/ids.js';
 import { isUniqueViolation } from '../../../kernel/http/values.js';
 import type { ReferenceRegistry } from '../../../kernel/references.js';
@@ -26,7 +26,7 @@ export class BucketService {
     private readonly store: BucketStore,
     private readonly references: ReferenceRegistry,
     private readonly tasks: TaskQueue,
-    private readonly events: EventBus,
+    private readonly announcer: Announcer,
     private readonly clock: Clock,
   ) {}
 
@@ -114,7 +114,7 @@ export class BucketService {
   }
 
   private announce(type: string, row: BucketRow): Promise<void> {
-    return this.events.publish({
+    return this.announcer.announce({
       type,
       organization_id: row.organization_id,
       data: { bucket_id: row.bucket_id, bucket_name: row.bucket_name, namespace_id: row.namespace_id },

@@ -13,13 +13,13 @@ import {
   Clock,
   Config,
   DatabaseHandle,
+  Announcer,
   EventBus,
   Lifecycle,
   ObjectCatalog,
   PresignedPutGate,
   ReferenceRegistry,
   ResourceIdentifiers,
-  RootLogger,
   TaskQueue,
   createToken,
   type Services,
@@ -77,7 +77,7 @@ export default defineResource({
     const config = services.get(Config);
     const db = services.get(DatabaseHandle).db;
     const blobs = services.get(BlobStore);
-    const events = services.get(EventBus);
+    const announcer = services.get(Announcer);
     const clock = services.get(Clock);
     const tasks = services.get(TaskQueue);
     const bucketStore = new BucketStore(db);
@@ -88,9 +88,9 @@ export default defineResource({
       allowPrivateUrls: config.allowPrivateUrlFetch,
       urlTimeoutMs: config.urlFetchTimeoutMs,
     });
-    const objects = new ObjectService(db, bucketStore, objectStore, ingest, blobs, events, clock, services.get(RootLogger).child({ component: 'objects' }));
+    const objects = new ObjectService(db, bucketStore, objectStore, ingest, blobs, announcer, clock);
     container.bind(Stores).toConstantValue({ buckets: bucketStore, objects: objectStore, uploads: uploadStore });
-    container.bind(Buckets).toConstantValue(new BucketService(db, bucketStore, services.get(ReferenceRegistry), tasks, events, clock));
+    container.bind(Buckets).toConstantValue(new BucketService(db, bucketStore, services.get(ReferenceRegistry), tasks, announcer, clock));
     container.bind(Objects).toConstantValue(objects);
     const catalog: ObjectCatalogShape = {
       find: async (organizationId, bucketId, objectIds) =>
@@ -117,7 +117,7 @@ export default defineResource({
     container.bind(ObjectCatalog).toConstantValue(catalog);
     container.bind(PresignedPutGate).toConstantValue(new UploadPutGate(db, clock));
     container.bind(Uploads).toConstantValue(
-      new UploadService(uploadStore, objects, objectStore, ingest, blobs, tasks, events, clock, config.maxUploadBytes, services.get(RootLogger).child({ component: 'uploads' })),
+      new UploadService(uploadStore, objects, objectStore, ingest, blobs, tasks, announcer, clock, config.maxUploadBytes),
     );
   },
 

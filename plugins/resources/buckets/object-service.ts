@@ -3,11 +3,11 @@
  * in the same transaction as the row, blobs removed when the object goes, events after each change.
  */
 import type { Knex } from 'knex';
-import type { Logger } from '../../../kernel/logger.js';
 import type { BlobInfo, BlobStore } from '../../../kernel/blobs/blob-store.js';
 import type { Clock } from '../../../kernel/clock.js';
 import { ConflictError, InputError, NotFoundError, RequestValidationError, type FieldProblem } from '../../../kernel/errors.js';
-import { afterCommit, type EventBus, type EventInput } from '../../../kernel/events/event-bus.js';
+import type { EventInput } from '../../../kernel/events/event-bus.js';
+import type { Announcer } from '../../../kernel/events/announcer.js';
 import { newId } from '../../../kernel/ids.js';
 import { isUniqueViolation } from '../../../kernel/http/values.js';
 import type { BucketRow, BucketStore } from './bucket-store.js';
@@ -46,9 +46,8 @@ export class ObjectService {
     private readonly objects: ObjectStore,
     private readonly ingest: BlobIngest,
     private readonly blobs: BlobStore,
-    private readonly events: EventBus,
+    private readonly announcer: Announcer,
     private readonly clock: Clock,
-    private readonly log: Logger,
   ) {}
 
   /** The object, if the caller may see it (a user-scoped key's principal sees only what it owns). */
@@ -273,9 +272,9 @@ export class ObjectService {
     return row;
   }
 
-  /** Events of committed objects: the callers' clean-up of stored blobs must never run for them. */
+  /** Events of committed objects: they never throw, so the callers' clean-up of stored blobs never runs for them. */
   private announce(events: EventInput[]): Promise<void> {
-    return afterCommit(this.events.publishMany(events), this.log, 'objects were stored but their events could not be published', { count: events.length });
+    return this.announcer.announceAll(events);
   }
 
   async updateMetadata(bucket: BucketRow, objectId: string, metadata: Record<string, unknown>, principalId: string | null = null): Promise<ObjectRow> {
@@ -287,7 +286,7 @@ export class ObjectService {
     if (problems.length > 0) throw new RequestValidationError(problems);
     const at = this.clock.now();
     await this.objects.updateMetadata(this.db, objectId, metadata, at);
-    await this.events.publish({
+    await this.announcer.announce({
       type: 'object.updated',
       organization_id: bucket.organization_id,
       data: { object_id: objectId, bucket_id: bucket.bucket_id, namespace_id: bucket.namespace_id },
@@ -302,7 +301,7 @@ export class ObjectService {
       await this.buckets.adjustTotals(trx, bucket.bucket_id, -1, -row.size_bytes);
     });
     await Promise.all(row.blobs.map((b) => this.blobs.delete(b.storage_key)));
-    await this.events.publish({
+    await this.announcer.announce({
       type: 'object.deleted',
       organization_id: row.organization_id,
       data: { object_id: row.object_id, bucket_id: row.bucket_id, namespace_id: row.namespace_id, key: row.key },

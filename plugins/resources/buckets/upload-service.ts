@@ -6,7 +6,7 @@
 import type { BlobInfo, BlobStore } from '../../../kernel/blobs/blob-store.js';
 import type { Clock } from '../../../kernel/clock.js';
 import { ApiError, ConflictError, InputError, NotFoundError, PayloadTooLargeError, RequestValidationError } from '../../../kernel/errors.js';
-import { afterCommit, type EventBus } from '../../../kernel/events/event-bus.js';
+import type { Announcer } from '../../../kernel/events/announcer.js';
 import { newId } from '../../../kernel/ids.js';
 import type { TaskQueue } from '../../../kernel/tasks/task-queue.js';
 import type { Logger } from '../../../kernel/logger.js';
@@ -57,10 +57,9 @@ export class UploadService {
     private readonly ingest: BlobIngest,
     private readonly blobs: BlobStore,
     private readonly tasks: TaskQueue,
-    private readonly events: EventBus,
+    private readonly announcer: Announcer,
     private readonly clock: Clock,
     private readonly maxUploadBytes: number,
-    private readonly log: Logger,
   ) {}
 
   /** The upload, if the caller may see it (a user-scoped key's principal sees only its own). */
@@ -207,12 +206,11 @@ export class UploadService {
       await this.uploads.transition(upload.upload_id, 'PROCESSING', { ...completion, status: 'COMPLETED' });
     }
     const done: UploadRow = { ...upload, ...completion, object_id: objectId } as UploadRow;
-    const completed = this.events.publish({
+    await this.announcer.announce({
       type: 'upload.completed',
       organization_id: upload.organization_id,
       data: { upload_id: upload.upload_id, bucket_id: upload.bucket_id, object_id: objectId, size_bytes: digests.size },
     });
-    await afterCommit(completed, this.log, 'the upload completed but its event could not be published', { upload_id: upload.upload_id });
     return done;
   }
 

@@ -11,7 +11,7 @@
  */
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/openapi.js';
-import type { EventBus } from '../../../kernel/events/event-bus.js';
+import type { Announcer } from '../../../kernel/events/announcer.js';
 import type { RetrievalCacheInvalidation } from '../../../kernel/retrieval/cache.js';
 import type { DocumentReadCache } from './document-cache.js';
 import type { CollectionRow } from './store.js';
@@ -32,7 +32,7 @@ function actionMatches(rule: string | undefined, action: DocumentAction): boolea
 export class DocumentChanges {
   constructor(
     private readonly db: Knex,
-    private readonly events: EventBus,
+    private readonly announcer: Announcer,
     private readonly cache: () => RetrievalCacheInvalidation | undefined,
     private readonly documents: DocumentReadCache,
   ) {}
@@ -56,7 +56,7 @@ export class DocumentChanges {
       });
     }
     if (action === 'collection.deleted') return;
-    await this.events.publish({
+    await this.announcer.announce({
       type: action,
       organization_id: collection.organization_id,
       data: {

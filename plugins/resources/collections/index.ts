@@ -18,7 +18,7 @@ import {
   RootLogger,
   VectorIndex,
   TextIndex,
-  EventBus,
+  Announcer,
   PluginRegistry,
   ReferenceRegistry,
   ResourceIdentifiers,
@@ -122,7 +122,7 @@ export default defineResource({
     container.bind(Documents).toConstantValue(documents);
     const documentCache = new DocumentReadCache(onlyWriter, notices);
     container.bind(DocumentCache).toConstantValue(documentCache);
-    const changes = new DocumentChanges(services.get(DatabaseHandle).db, services.get(EventBus), () => services.tryGet(RetrievalCacheInvalidation), documentCache);
+    const changes = new DocumentChanges(services.get(DatabaseHandle).db, services.get(Announcer), () => services.tryGet(RetrievalCacheInvalidation), documentCache);
     container.bind(Changes).toConstantValue(changes);
     const processor = new DocumentProcessor({
         db: services.get(DatabaseHandle).db,
@@ -131,7 +131,7 @@ export default defineResource({
         plugins: services.get(PluginRegistry),
         blobs: services.get(BlobStore),
         vectors: services.get(VectorIndex),
-        events: services.get(EventBus),
+        announcer: services.get(Announcer),
         changes,
         log: services.get(RootLogger).child({ component: 'processing' }),
         objects: () => services.get(ObjectCatalog),
@@ -151,7 +151,7 @@ export default defineResource({
         services.get(PluginRegistry),
         services.get(ResourceIdentifiers),
         services.get(ReferenceRegistry),
-        services.get(EventBus),
+        services.get(Announcer),
         services.get(Clock),
         () => services.get(ObjectCatalog),
       ),

@@ -12,7 +12,7 @@ import type { ResolvedNamespace } from '../../../kernel/auth/namespaces.js';
 import type { ResourceIdentifiers } from '../../../kernel/auth/resource-identifiers.js';
 import type { Clock } from '../../../kernel/clock.js';
 import { ConflictError, InputError, NotFoundError, RequestValidationError, type FieldProblem } from '../../../kernel/errors.js';
-import type { EventBus } from '../../../kernel/events/event-bus.js';
+import type { Announcer } from '../../../kernel/events/announcer.js';
 import { parseFilter } from '../../../kernel/filters/filter.js';
 import { isUniqueViolation } from '../../../kernel/http/values.js';
 import { newId } from '../../../kernel/ids.js';
@@ -47,7 +47,7 @@ export class CollectionService {
     private readonly plugins: PluginRegistry,
     private readonly identifiers: ResourceIdentifiers,
     private readonly references: ReferenceRegistry,
-    private readonly events: EventBus,
+    private readonly announcer: Announcer,
     private readonly clock: Clock,
     private readonly objects: () => ObjectCatalog,
   ) {}
@@ -350,7 +350,7 @@ export class CollectionService {
   }
 
   private announce(type: string, row: CollectionRow): Promise<void> {
-    return this.events.publish({
+    return this.announcer.announce({
       type,
       organization_id: row.organization_id,
       data: { collection_id: row.collection_id, collection_name: row.collection_name, namespace_id: row.namespace_id },

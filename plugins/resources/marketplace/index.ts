@@ -5,7 +5,7 @@
  */
 import { callerOf } from '../../../kernel/http/handlers.js';
 import { defineResource } from '../../../kernel/plugins.js';
-import { AuditLog, Clock, DatabaseHandle, EventBus, KeyStore, PublishedRetrievers, createToken } from '../../../kernel/tokens.js';
+import { Announcer, AuditLog, Clock, DatabaseHandle, KeyStore, PublishedRetrievers, createToken } from '../../../kernel/tokens.js';
 import { marketplaceMigrations } from './migrations.js';
 import { MarketplaceService, toListing } from './service.js';
 import { SubscriptionStore } from './store.js';
@@ -24,7 +24,7 @@ export default defineResource({
         published: () => services.get(PublishedRetrievers),
         keys: services.get(KeyStore),
         audit: services.get(AuditLog),
-        events: services.get(EventBus),
+        announcer: services.get(Announcer),
         clock: services.get(Clock),
       }),
     );

@@ -14,7 +14,7 @@ import { keyStatus, type KeyRecord, type KeyStore } from '../../../kernel/auth/k
 import { generateKeySecret } from '../../../kernel/auth/keys.js';
 import type { Clock } from '../../../kernel/clock.js';
 import { ConflictError, InputError, NotFoundError } from '../../../kernel/errors.js';
-import type { EventBus } from '../../../kernel/events/event-bus.js';
+import type { Announcer } from '../../../kernel/events/announcer.js';
 import { UnsupportedPatternError, compileUserRegex } from '../../../kernel/filters/regex.js';
 import { iso, isoOrNull, isUniqueViolation } from '../../../kernel/http/values.js';
 import { newId } from '../../../kernel/ids.js';
@@ -36,7 +36,7 @@ export interface MarketplaceServices {
   published: () => PublishedRetrieverDirectory;
   keys: KeyStore;
   audit: AuditLog;
-  events: EventBus;
+  announcer: Announcer;
   clock: Clock;
 }
 
@@ -219,7 +219,7 @@ export class MarketplaceService {
   /** After the change committed: evict the key here, then tell the other API processes. */
   private announce(type: string, key: KeyRecord): Promise<void> {
     this.s.keys.evict(key.key_id);
-    return this.s.events.publish({ type, organization_id: key.organization_id, data: { key_id: key.key_id, name: key.name, user_email: key.user_email } });
+    return this.s.announcer.announce({ type, organization_id: key.organization_id, data: { key_id: key.key_id, name: key.name, user_email: key.user_email } });
   }
 }
 

@@ -13,6 +13,7 @@ import {
   Clock,
   Config,
   DatabaseHandle,
+  Announcer,
   EventBus,
   Lifecycle,
   NamespaceResolver,
@@ -56,7 +57,7 @@ export default defineResource({
     container.bind(Resolver).toConstantValue(resolver);
     container.bind(NamespaceResolver).toConstantValue(resolver);
     container.bind(Namespaces).toConstantValue(
-      new NamespaceService(db, store, resolver, services.get(AuditLog), services.get(EventBus), services.get(Clock)),
+      new NamespaceService(db, store, resolver, services.get(AuditLog), services.get(Announcer), services.get(Clock)),
     );
   },
   setup: ({ services }) => {

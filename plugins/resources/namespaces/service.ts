@@ -4,7 +4,7 @@ import type { AuditActor, AuditLog } from '../../../kernel/auth/audit-log.js';
 import { diffFields } from '../../../kernel/auth/audit-log.js';
 import type { Clock } from '../../../kernel/clock.js';
 import { ConflictError, InputError, NotFoundError } from '../../../kernel/errors.js';
-import type { EventBus } from '../../../kernel/events/event-bus.js';
+import type { Announcer } from '../../../kernel/events/announcer.js';
 import { newId } from '../../../kernel/ids.js';
 import { isUniqueViolation } from '../../../kernel/http/values.js';
 import type { NamespaceRow, NamespaceStore, CachedNamespaceResolver } from './store.js';
@@ -24,7 +24,7 @@ export class NamespaceService {
     private readonly store: NamespaceStore,
     private readonly resolver: CachedNamespaceResolver,
     private readonly audit: AuditLog,
-    private readonly events: EventBus,
+    private readonly announcer: Announcer,
     private readonly clock: Clock,
   ) {}
 
@@ -125,7 +125,7 @@ export class NamespaceService {
   }
 
   private announce(type: string, row: NamespaceRow): Promise<void> {
-    return this.events.publish({
+    return this.announcer.announce({
       type,
       organization_id: row.organization_id,
       data: { namespace_id: row.namespace_id, namespace_name: row.namespace_name },

@@ -18,7 +18,7 @@ import type { TenantStore } from '../../../kernel/auth/tenants.js';
 import type { Clock } from '../../../kernel/clock.js';
 import { parseTimestamp } from '../../../kernel/dates.js';
 import { ConflictError, InputError, NotAllowedError, NotFoundError } from '../../../kernel/errors.js';
-import type { EventBus } from '../../../kernel/events/event-bus.js';
+import type { Announcer } from '../../../kernel/events/announcer.js';
 import { iso, isoOrNull, isUniqueViolation } from '../../../kernel/http/values.js';
 import type { RetrieverRow } from './store.js';
 
@@ -41,7 +41,7 @@ export interface RetrieverKeyServices {
   keys: KeyStore;
   tenants: TenantStore;
   audit: AuditLog;
-  events: EventBus;
+  announcer: Announcer;
   clock: Clock;
   /** The retriever by id or name in the namespace, or a 404. */
   retriever: (organizationId: string, namespace: ResolvedNamespace, nameOrId: string) => Promise<RetrieverRow>;
@@ -181,7 +181,7 @@ export class RetrieverKeyService {
   /** After the change committed: evict the key here, then tell the other API processes. */
   private announce(type: string, key: KeyRecord): Promise<void> {
     this.s.keys.evict(key.key_id);
-    return this.s.events.publish({
+    return this.s.announcer.announce({
       type,
       organization_id: key.organization_id,
       data: { key_id: key.key_id, name: key.name, user_email: key.user_email, retriever_id: key.bound_retriever_id },

@@ -9,7 +9,7 @@ import {
   AuditLog,
   Clock,
   DatabaseHandle,
-  EventBus,
+  Announcer,
   KeyStore,
   ResourceIdentifiers,
   TenantStore,
@@ -44,7 +44,7 @@ export default defineResource({
         services.get(TenantStore),
         services.get(KeyStore),
         services.get(AuditLog),
-        services.get(EventBus),
+        services.get(Announcer),
         services.get(Clock),
       ),
     );

@@ -8,7 +8,7 @@ import type { KeyStore } from '../../../kernel/auth/key-store.js';
 import type { TenantStore, UserRow } from '../../../kernel/auth/tenants.js';
 import type { Clock } from '../../../kernel/clock.js';
 import { ConflictError, NotAllowedError, NotFoundError } from '../../../kernel/errors.js';
-import type { EventBus } from '../../../kernel/events/event-bus.js';
+import type { Announcer } from '../../../kernel/events/announcer.js';
 import { newId } from '../../../kernel/ids.js';
 import { isUniqueViolation } from '../../../kernel/http/values.js';
 
@@ -22,7 +22,7 @@ export class UserService {
     private readonly tenants: TenantStore,
     private readonly keys: KeyStore,
     private readonly audit: AuditLog,
-    private readonly events: EventBus,
+    private readonly announcer: Announcer,
     private readonly clock: Clock,
   ) {}
 
@@ -77,7 +77,7 @@ export class UserService {
       if (isUniqueViolation(err)) throw new ConflictError(`User '${input.email}' already exists`, { email: input.email });
       throw err;
     }
-    await this.events.publish({ type: 'user.created', organization_id: organizationId, data: { user_id: user.user_id, email: user.email } });
+    await this.announcer.announce({ type: 'user.created', organization_id: organizationId, data: { user_id: user.user_id, email: user.email } });
     return { ...user, active_key_count: 0 };
   }
 
@@ -112,10 +112,10 @@ export class UserService {
       });
       return active;
     });
-    for (const key of revoked) {
-      await this.events.publish({ type: 'api_key.revoked', organization_id: organizationId, data: { key_id: key.key_id, name: key.name, user_email: user.email } });
-    }
-    await this.events.publish({ type: 'user.deleted', organization_id: organizationId, data: { user_id: user.user_id, email: user.email } });
+    await this.announcer.announceAll([
+      ...revoked.map((key) => ({ type: 'api_key.revoked', organization_id: organizationId, data: { key_id: key.key_id, name: key.name, user_email: user.email } })),
+      { type: 'user.deleted', organization_id: organizationId, data: { user_id: user.user_id, email: user.email } },
+    ]);
     return { user, revokedKeyIds: revoked.map((k) => k.key_id) };
   }
 }

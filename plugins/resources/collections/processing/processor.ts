@@ -14,7 +14,7 @@ import type { Logger } from 'pino';
 import { BlobArtifactWriter, artifactPrefix } from '../../../../kernel/blobs/artifacts.js';
 import type { BlobInfo, BlobStore, ByteRange } from '../../../../kernel/blobs/blob-store.js';
 import { ApiError, InputError, NotFoundError, RequestValidationError, ServiceUnavailableError } from '../../../../kernel/errors.js';
-import type { EventBus } from '../../../../kernel/events/event-bus.js';
+import type { Announcer } from '../../../../kernel/events/announcer.js';
 import { matchesFilter, parseFilter } from '../../../../kernel/filters/filter.js';
 import type { InferenceClient } from '../../../../kernel/inference/client.js';
 import { ProcessSlots } from '../../../../kernel/media/process-slots.js';
@@ -45,7 +45,7 @@ export interface DocumentProcessorDeps {
   plugins: PluginRegistry;
   blobs: BlobStore;
   vectors: VectorIndex;
-  events: EventBus;
+  announcer: Announcer;
   /** Told of every committed write (retriever caches, `document.*` events); absent in tests of processing alone. */
   changes?: DocumentChanges;
   log: Logger;
@@ -652,7 +652,7 @@ export class DocumentProcessor implements CollectionProcessor {
 
   private async announceFailures(collection: CollectionRow, errors: ProcessingError[]): Promise<void> {
     for (const error of errors.filter((e) => e.stage === 'extract')) {
-      await this.deps.events.publish({
+      await this.deps.announcer.announce({
         type: 'extractor.failure',
         organization_id: collection.organization_id,
         data: {
