@@ -1,6 +1,7 @@
 /** Object rows and their listing: filters, sort and keyset (cursor) pagination. */
 import type { Knex } from 'knex';
 import { withDates, type DatabaseHandle, type JsonRead } from '../../../kernel/db/database.js';
+import { rowsByIdSql } from '../../../kernel/db/rows-by-id.js';
 import { cursorFields, decodeCursor, encodeCursor, type CursorField } from '../../../kernel/http/cursor.js';
 import type { ParsedFilter } from '../../../kernel/filters/filter.js';
 import { columnFieldResolver, whereFilter } from '../../../kernel/filters/sql.js';
@@ -69,7 +70,8 @@ function decodeListCursor(raw: string, sort: SortField, direction: 'asc' | 'desc
 const OBJECTS_BY_IDS: JsonRead = {
   name: 'objects_by_ids',
   parameterTypes: ['text', 'text', 'text[]'],
-  sql: 'select * from objects where organization_id = $1 and bucket_id = $2 and object_id = any($3::text[])',
+  // Through the primary key first (kernel/db/rows-by-id.ts), then the organization and bucket.
+  sql: `${rowsByIdSql('objects', 'object_id', '$3::text[]')} where organization_id = $1 and bucket_id = $2`,
 };
 
 export class ObjectStore {

@@ -5,6 +5,7 @@
  */
 import type { Knex } from 'knex';
 import { withDates } from '../../../kernel/db/database.js';
+import { rowsById } from '../../../kernel/db/rows-by-id.js';
 import { cursorFields, decodeCursor, encodeCursor } from '../../../kernel/http/cursor.js';
 import type { ParsedFilter } from '../../../kernel/filters/filter.js';
 import { whereFilter, type FieldResolver } from '../../../kernel/filters/sql.js';
@@ -240,10 +241,9 @@ export class DocumentStore {
   /** Documents of one collection by id (processing reads its source records a chunk at a time). */
   findMany(organizationId: string, collectionId: string, documentIds: readonly string[]): Promise<DocumentRow[]> {
     if (documentIds.length === 0) return Promise.resolve([]);
-    // The ids as one array parameter (not an IN list): one statement text whatever the count, far less to parse and plan.
-    return this.db<DocumentRow>('documents')
-      .where({ organization_id: organizationId, collection_id: collectionId })
-      .whereRaw('document_id = any(?::text[])', [[...documentIds] as unknown as Knex.RawBinding]);
+    // The ids as one array parameter (not an IN list): one statement text whatever the count, far less to parse
+    // and plan; looked up by the primary key first (kernel/db/rows-by-id.ts).
+    return rowsById<DocumentRow>(this.db, 'documents', 'document_id', documentIds).where({ organization_id: organizationId, collection_id: collectionId });
   }
 
   /** Ids of the collection's documents made from these bucket objects, in a stable order. */

@@ -6,6 +6,7 @@
 import type { Knex } from 'knex';
 import { withDates, type DatabaseHandle, type JsonRead } from '../../../kernel/db/database.js';
 import { deepFreeze } from '../../../kernel/db/local-read-cache.js';
+import { rowsById, rowsByIdSql } from '../../../kernel/db/rows-by-id.js';
 import { NotFoundError } from '../../../kernel/errors.js';
 import { whereFilter } from '../../../kernel/filters/sql.js';
 import type { PluginRegistry, RetrievalCollection, StageDocument } from '../../../kernel/plugins.js';
@@ -26,7 +27,8 @@ function toStageDocument(row: DocumentRow, viewer: string | null): StageDocument
   return { document_id: row.document_id, collection_id: row.collection_id, payload: documentView(row, viewer) };
 }
 
-const BY_IDS = 'select * from documents where organization_id = $1 and collection_id = any($2::text[]) and document_id = any($3::text[])';
+// Through the primary key first (kernel/db/rows-by-id.ts), then the organization and collections.
+const BY_IDS = `${rowsByIdSql('documents', 'document_id', '$3::text[]')} where organization_id = $1 and collection_id = any($2::text[])`;
 /** Documents by id (a search's hits): prepared once on the embedded database, see JsonRead. */
 const DOCUMENTS_BY_IDS: JsonRead = { name: 'documents_by_ids', parameterTypes: ['text', 'text[]', 'text[]'], sql: BY_IDS };
 /** The same for a user-scoped key: only documents the principal owns or was granted. */
@@ -132,11 +134,10 @@ export class CollectionDocumentSource implements DocumentSource {
     const unique = [...new Set(query.documentIds)];
     for (let i = 0; i < unique.length; i += ID_CHUNK) {
       // Which of these documents the caller may read, and in which collection: the principal rule in SQL.
-      const q = this.db<DocumentRow>('documents')
+      const q = rowsById<DocumentRow>(this.db, 'documents', 'document_id', unique.slice(i, i + ID_CHUNK))
         .select('document_id', 'collection_id')
         .where({ organization_id: query.organizationId })
-        .whereIn('collection_id', [...new Set(features.map((f) => f.collection_id))])
-        .whereIn('document_id', unique.slice(i, i + ID_CHUNK));
+        .whereIn('collection_id', [...new Set(features.map((f) => f.collection_id))]);
       this.visible(q, query.principalId);
       const visible = (await q) as Array<Pick<DocumentRow, 'document_id' | 'collection_id'>>;
       for (const feature of features) {
