@@ -13,6 +13,7 @@ import { Session } from 'node:inspector/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { PerformanceObserver } from 'node:perf_hooks';
 import { pino } from 'pino';
 import { startKernel } from '../../kernel/app.js';
 import { loadConfig } from '../../kernel/config.js';
@@ -102,6 +103,10 @@ try {
   const load = new HttpLoad(kernel.url, { Authorization: `Bearer ${adminKey}`, 'X-Namespace': namespace });
   const cpuBefore = process.cpuUsage();
   const threadsBefore = threadTicks();
+  // The HTTP thread's garbage collections while the timed executes run: a pause lands on whichever request is in flight.
+  const collections: number[] = [];
+  const gcObserver = new PerformanceObserver((list) => void collections.push(...list.getEntries().map((e) => e.duration)));
+  gcObserver.observe({ entryTypes: ['gc'] });
   const run = await load.latencies(`/v1/retrievers/${created.retriever.retriever_id}/execute`, Array.from({ length: RUNS }, (_, i) => ({ inputs: { vector: vectors[(i % DISTINCT) % vectors.length] } })), ['document_id']);
   const cpu = process.cpuUsage(cpuBefore);
   if (args['heap-profile']) {
@@ -115,7 +120,13 @@ try {
     }
     statements.clear();
   };
+  gcObserver.disconnect();
   console.log(`${RUNS} executes at 1 client: p50 ${run.p50.toFixed(2)} ms, p95 ${run.p95.toFixed(2)} ms`);
+  const slow = run.times.filter((t) => t > run.p50 * 2.5).length;
+  const gcMs = collections.reduce((a, b) => a + b, 0);
+  console.log(
+    `the tail: ${slow} executes over 2.5 × p50; HTTP thread garbage collections ${collections.length}, ${gcMs.toFixed(1)} ms in all, longest ${Math.max(0, ...collections).toFixed(1)} ms`,
+  );
   console.log(`process CPU per execute (service and client threads): ${((cpu.user + cpu.system) / 1000 / RUNS).toFixed(2)} ms`);
   const byThread = threadCpuLines(threadsBefore, RUNS);
   if (byThread.length > 0) console.log(`CPU per execute by thread (Linux /proc; main is the HTTP thread):\n${byThread.join('\n')}`);

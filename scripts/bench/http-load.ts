@@ -11,6 +11,8 @@ export interface LatencyRun {
   p95: number;
   /** Per request, the numbers read at `pick` from each returned document. */
   found: number[][];
+  /** Each request's latency (ms), in the order sent. */
+  times: number[];
 }
 
 /** Runs in the worker: plain JavaScript (no TypeScript loader in worker threads). */
@@ -116,7 +118,7 @@ export class HttpLoad {
   async latencies(route: string, bodies: readonly unknown[], pick: readonly string[]): Promise<LatencyRun> {
     const out = await this.run<{ times: number[]; found: number[][] }>({ kind: 'latencies', ...this.job(route, bodies), pick });
     const times = [...out.times].sort((a, b) => a - b);
-    return { p50: pct(times, 50), p95: pct(times, 95), found: out.found.map((row) => row.map(Number)) };
+    return { p50: pct(times, 50), p95: pct(times, 95), found: out.found.map((row) => row.map(Number)), times: out.times };
   }
 
   /** Requests per second with `clients` requests in flight for `seconds`, cycling through the bodies. */
