@@ -3,7 +3,7 @@
  *
  * "id = any($ids) and organization_id = $1 and collection_id = $2" lets the planner choose: the primary key,
  * or the indexes on the other columns combined. When its statistics are older than the table's growth (a
- * bulk load minutes before the next ANALYZE; the embedded database has no autovacuum), each equality looks
+ * bulk load seconds before the next ANALYZE; the embedded database has no autovacuum), each equality looks
  * as rare as in an empty table, and it combines the other indexes: ten documents by id read the whole
  * collection (20,000 rows filtered, 3 ms instead of 0.1 ms, growing with the collection). Looking the ids up
  * first, in a materialized CTE the outer conditions cannot reach into, leaves the primary key as the only
