@@ -13,18 +13,22 @@ import type { Knex } from 'knex';
 
 const IDENTIFIER = /^[a-z_][a-z0-9_]*$/;
 
+function checkIdentifiers(table: string, idColumn: string): void {
+  if (!IDENTIFIER.test(table) || !IDENTIFIER.test(idColumn)) throw new Error(`not a plain identifier: ${table}.${idColumn}`);
+}
+
 /**
  * SQL selecting `table`'s rows whose `idColumn` is in the array `idsParameter` (a placeholder such as
  * `$3::text[]` or `?::text[]`), as `by_id`: append `where ...` for the other conditions.
  */
 export function rowsByIdSql(table: string, idColumn: string, idsParameter: string): string {
-  if (!IDENTIFIER.test(table) || !IDENTIFIER.test(idColumn)) throw new Error(`not a plain identifier: ${table}.${idColumn}`);
+  checkIdentifiers(table, idColumn);
   return `with by_id as materialized (select * from ${table} where ${idColumn} = any(${idsParameter})) select * from by_id`;
 }
 
 /** The same as a knex query: `table`'s rows with these ids, to narrow with `.where(...)` and select from. */
 export function rowsById<Row extends object>(db: Knex, table: string, idColumn: string, ids: readonly string[]): Knex.QueryBuilder<Row, Row[]> {
-  if (!IDENTIFIER.test(table) || !IDENTIFIER.test(idColumn)) throw new Error(`not a plain identifier: ${table}.${idColumn}`);
+  checkIdentifiers(table, idColumn);
   return db
     .withMaterialized('by_id', (q) => q.from(table).whereRaw(`${idColumn} = any(?::text[])`, [[...ids] as unknown as Knex.RawBinding]))
     .from<Row, Row[]>('by_id');

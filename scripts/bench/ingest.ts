@@ -233,10 +233,7 @@ function report(label: string, count: number, r: Awaited<ReturnType<typeof inges
   const stages = tier.performance.bottlenecks
     .map((b: { stage_name: string; total_time_ms: number }) => `${b.stage_name} ${(b.total_time_ms / 1000).toFixed(1)} s`)
     .join(', ');
-  console.log(`\n${label}: ${count} objects, ${tier.documents_written} documents`);
-  console.log(`  end to end (create objects + batch):  ${(count / total).toFixed(0)} objects/s  (${total.toFixed(1)} s)`);
-  console.log(`    creating objects (POST /objects/bulk): ${(count / r.createSeconds).toFixed(0)} objects/s  (${r.createSeconds.toFixed(1)} s)`);
-  console.log(`    batch, submit → COMPLETED:         ${(count / r.batchSeconds).toFixed(0)} objects/s  (${r.batchSeconds.toFixed(1)} s)`);
+  headline(label, count, r);
   console.log(`  stage time summed over records (overlapping): ${stages}`);
   console.log(
     `  inference share of the batch: extract stage ${(extract.total_time_ms / 1000).toFixed(1)} s summed over concurrent records; ` +
@@ -261,14 +258,19 @@ function report(label: string, count: number, r: Awaited<ReturnType<typeof inges
   );
 }
 
-/** The headline figures of a repeated run. */
-function reportBrief(label: string, count: number, r: Awaited<ReturnType<typeof ingest>>, meIdle: readonly number[]): void {
-  const written = r.batch.tier_tasks[0].documents_written as number;
+/** The run's name and its rates: end to end, creating the objects, the batch. */
+function headline(label: string, count: number, r: Awaited<ReturnType<typeof ingest>>): void {
   const total = r.createSeconds + r.batchSeconds;
-  console.log(`\n${label}: ${count} objects, ${written} documents`);
-  console.log(`  end to end (create objects + batch):  ${(written / total).toFixed(0)} documents/s  (${total.toFixed(1)} s)`);
+  console.log(`\n${label}: ${count} objects, ${r.batch.tier_tasks[0].documents_written} documents`);
+  console.log(`  end to end (create objects + batch):  ${(count / total).toFixed(0)} objects/s  (${total.toFixed(1)} s)`);
   console.log(`    creating objects (POST /objects/bulk): ${(count / r.createSeconds).toFixed(0)} objects/s  (${r.createSeconds.toFixed(1)} s)`);
-  console.log(`    batch, submit → COMPLETED:         ${(written / r.batchSeconds).toFixed(0)} documents/s  (${r.batchSeconds.toFixed(1)} s)`);
+  console.log(`    batch, submit → COMPLETED:         ${(count / r.batchSeconds).toFixed(0)} objects/s  (${r.batchSeconds.toFixed(1)} s)`);
+}
+
+/** The headline figures of a repeated run, with its CPU and the API's latency. */
+function reportBrief(label: string, count: number, r: Awaited<ReturnType<typeof ingest>>, meIdle: readonly number[]): void {
+  headline(label, count, r);
+  const written = r.batch.tier_tasks[0].documents_written as number;
   console.log(`  CPU of this process during the batch: ${((r.cpuSeconds / Math.max(1, written)) * 1000).toFixed(2)} s per 1,000 documents`);
   console.log(`  GET /v1/me p99: idle ${p99(meIdle).toFixed(1)} ms, during the batch ${p99(r.meDuring).toFixed(1)} ms (max ${Math.max(...r.meDuring).toFixed(1)} ms)`);
 }

@@ -135,7 +135,7 @@ export class BatchRunner {
         await this.completeTier(trx, { ...locked, ...changes }, aggregateTier(info, everyRun, now, this.tallies), events);
       }
     });
-    await this.publish(events);
+    await this.announcer.announceAll(events);
     return { chunks: planned.length };
   }
 
@@ -211,7 +211,7 @@ export class BatchRunner {
       }
       await this.completeTier(trx, locked, info, events);
     });
-    await this.publish(events);
+    await this.announcer.announceAll(events);
     return { status, documents_written: outcome.documents_written, records: chunk.record_ids.length };
   }
 
@@ -306,11 +306,6 @@ export class BatchRunner {
 
   private event(type: string, batch: LockedBatch, data: Record<string, unknown>): PendingEvent {
     return { type, organization_id: batch.organization_id, data: { batch_id: batch.batch_id, bucket_id: batch.bucket_id, namespace_id: batch.namespace_id, ...data } };
-  }
-
-  /** After the commit; the batch has moved on whether or not the bus takes its events. */
-  private publish(events: PendingEvent[]): Promise<void> {
-    return this.announcer.announceAll(events);
   }
 }
 

@@ -146,7 +146,8 @@ export class ObjectService {
         if (isUniqueViolation(err)) throw new ConflictError('A key was taken by another request meanwhile; nothing was stored');
         throw err;
       }
-      await this.announce(rows.map(createdEvent));
+      // Never throws (kernel/events/announcer.ts): the clean-up below must not run for committed objects.
+      await this.announcer.announceAll(rows.map(createdEvent));
       return rows;
     } catch (err) {
       await this.removeStored(stored.flat());
@@ -268,13 +269,8 @@ export class ObjectService {
       if (isUniqueViolation(err)) throw new ConflictError(`An object with key '${row.key}' already exists in this bucket`, { key: row.key });
       throw err;
     }
-    await this.announce([createdEvent(row)]);
+    await this.announcer.announce(createdEvent(row));
     return row;
-  }
-
-  /** Events of committed objects: they never throw, so the callers' clean-up of stored blobs never runs for them. */
-  private announce(events: EventInput[]): Promise<void> {
-    return this.announcer.announceAll(events);
   }
 
   async updateMetadata(bucket: BucketRow, objectId: string, metadata: Record<string, unknown>, principalId: string | null = null): Promise<ObjectRow> {

@@ -650,9 +650,9 @@ export class DocumentProcessor implements CollectionProcessor {
     };
   }
 
-  private async announceFailures(collection: CollectionRow, errors: ProcessingError[]): Promise<void> {
-    for (const error of errors.filter((e) => e.stage === 'extract')) {
-      await this.deps.announcer.announce({
+  private announceFailures(collection: CollectionRow, errors: ProcessingError[]): Promise<void> {
+    return this.deps.announcer.announceAll(
+      errors.filter((e) => e.stage === 'extract').map((error) => ({
         type: 'extractor.failure',
         organization_id: collection.organization_id,
         data: {
@@ -665,8 +665,8 @@ export class DocumentProcessor implements CollectionProcessor {
           affected_document_ids: error.affected_document_ids.slice(0, 100),
           affected_count: error.affected_count,
         },
-      });
-    }
+      })),
+    );
   }
 }
 
