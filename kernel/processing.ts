@@ -39,6 +39,8 @@ export interface SourceObject {
 export interface ObjectCatalog {
   /** The objects of one bucket among `objectIds` (unknown or foreign ids are simply absent). */
   find(organizationId: string, bucketId: string, objectIds: readonly string[]): Promise<SourceObject[]>;
+  /** The owner principal of each of `objectIds` that is an object of the bucket (unknown or foreign ids are absent). */
+  owners(organizationId: string, bucketId: string, objectIds: readonly string[]): Promise<Map<string, string | null>>;
   /**
    * The fields a record of this bucket can have (its schema's metadata and blob properties, `object_id`
    * and `key`), or null when the bucket has no schema and its objects may have any field.

@@ -13,17 +13,21 @@ import type { Knex } from 'knex';
 
 const IDENTIFIER = /^[a-z_][a-z0-9_]*$/;
 
-function checkIdentifiers(table: string, idColumn: string): void {
-  if (!IDENTIFIER.test(table) || !IDENTIFIER.test(idColumn)) throw new Error(`not a plain identifier: ${table}.${idColumn}`);
+function checkIdentifiers(...names: readonly string[]): void {
+  const bad = names.find((name) => !IDENTIFIER.test(name));
+  if (bad !== undefined) throw new Error(`not a plain identifier: ${bad}`);
 }
 
 /**
  * SQL selecting `table`'s rows whose `idColumn` is in the array `idsParameter` (a placeholder such as
- * `$3::text[]` or `?::text[]`), as `by_id`: append `where ...` for the other conditions.
+ * `$3::text[]` or `?::text[]`), as `by_id`: append `where ...` for the other conditions. `columns` (plain
+ * names, every one the outer conditions use among them) narrows what is read: a wide row (an object's
+ * inline text) is not copied to check that it exists.
  */
-export function rowsByIdSql(table: string, idColumn: string, idsParameter: string): string {
-  checkIdentifiers(table, idColumn);
-  return `with by_id as materialized (select * from ${table} where ${idColumn} = any(${idsParameter})) select * from by_id`;
+export function rowsByIdSql(table: string, idColumn: string, idsParameter: string, columns?: readonly string[]): string {
+  checkIdentifiers(table, idColumn, ...(columns ?? []));
+  const selected = columns ? columns.join(', ') : '*';
+  return `with by_id as materialized (select ${selected} from ${table} where ${idColumn} = any(${idsParameter})) select * from by_id`;
 }
 
 /** The same as a knex query: `table`'s rows with these ids, to narrow with `.where(...)` and select from. */

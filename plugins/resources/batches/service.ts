@@ -132,7 +132,7 @@ export class BatchService {
     const batch = await this.get(organizationId, bucketId, batchId);
     if (batch.status !== 'DRAFT') throw new ConflictError(`Only a DRAFT batch can be submitted; this one is ${batch.status}`, { status: batch.status });
     if (batch.object_ids.length === 0) throw new InputError('A batch needs at least 1 object to be submitted; add objects first', { object_count: 0 });
-    const found = new Set((await this.findObjects(organizationId, bucketId, batch.object_ids)).map((o) => o.object_id));
+    const found = await this.ownersOf(organizationId, bucketId, batch.object_ids);
     const loaded = batch.object_ids.filter((id) => found.has(id));
     if (loaded.length === 0) throw new InputError('None of the batch objects exists any more', { object_ids: batch.object_ids.slice(0, 20) });
     const plan = await this.processor().plan(organizationId, bucketId);
@@ -256,10 +256,13 @@ export class BatchService {
     return all;
   }
 
-  private async findObjects(organizationId: string, bucketId: string, ids: readonly string[]) {
-    const found = [];
-    for (let i = 0; i < ids.length; i += 1000) found.push(...(await this.objects().find(organizationId, bucketId, ids.slice(i, i + 1000))));
-    return found;
+  /** The owner of each of `ids` that is an object of the bucket, read 10,000 ids a statement. */
+  private async ownersOf(organizationId: string, bucketId: string, ids: readonly string[]): Promise<Map<string, string | null>> {
+    const owners = new Map<string, string | null>();
+    for (let i = 0; i < ids.length; i += 10_000) {
+      for (const [id, owner] of await this.objects().owners(organizationId, bucketId, ids.slice(i, i + 10_000))) owners.set(id, owner);
+    }
+    return owners;
   }
 
   /**
@@ -268,11 +271,8 @@ export class BatchService {
    */
   private async checkObjects(organizationId: string, bucketId: string, ids: string[], principalId: string | null): Promise<string[]> {
     if (ids.length === 0) return [];
-    const visible = (await this.findObjects(organizationId, bucketId, ids)).filter(
-      (o) => principalId === null || o.owner_principal === principalId,
-    );
-    const found = new Set(visible.map((o) => o.object_id));
-    const missing = ids.filter((id) => !found.has(id));
+    const owners = await this.ownersOf(organizationId, bucketId, ids);
+    const missing = ids.filter((id) => !owners.has(id) || (principalId !== null && owners.get(id) !== principalId));
     if (missing.length > 0) {
       throw new InputError(`${missing.length} object id(s) are not objects of this bucket: ${missing.slice(0, 10).join(', ')}${missing.length > 10 ? ', …' : ''}`, {
         missing_object_ids: missing.slice(0, 100),

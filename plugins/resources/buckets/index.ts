@@ -108,6 +108,7 @@ export default defineResource({
           owner_principal: row.owner_principal,
           created_at: row.created_at,
         })),
+      owners: (organizationId, bucketId, objectIds) => objectStore.ownersOf(organizationId, bucketId, objectIds),
       fieldsOf: async (organizationId, bucketId) => {
         const row = (await db('buckets').where({ organization_id: organizationId, bucket_id: bucketId }).first('schema')) as { schema: BucketSchema } | undefined;
         if (!row || isSchemaless(row.schema)) return null;

@@ -74,6 +74,14 @@ const OBJECTS_BY_IDS: JsonRead = {
   sql: `${rowsByIdSql('objects', 'object_id', '$3::text[]')} where organization_id = $1 and bucket_id = $2`,
 };
 
+/** Which of these ids are the bucket's objects, and their owners: only those columns read (see OBJECTS_BY_IDS). */
+const OBJECT_OWNERS_BY_IDS: JsonRead = {
+  name: 'object_owners_by_ids',
+  parameterTypes: ['text', 'text', 'text[]'],
+  sql: `${rowsByIdSql('objects', 'object_id', '$3::text[]', ['object_id', 'organization_id', 'bucket_id', 'owner_principal'])}
+    where organization_id = $1 and bucket_id = $2`,
+};
+
 export class ObjectStore {
   private readonly db: Knex;
 
@@ -91,6 +99,17 @@ export class ObjectStore {
     // The ids as one array parameter (one statement whatever the count), the rows as one JSON text: on the
     // embedded database, converting each row's columns in its thread cost more than reading them.
     return (await this.database.readJson(OBJECTS_BY_IDS, [organizationId, bucketId, [...objectIds]])).map((row) => withDates<ObjectRow>(row));
+  }
+
+  /**
+   * The owner principal of each of `objectIds` that is an object of the bucket (unknown or foreign ids are
+   * absent): a batch checks thousands of ids, and reading whole rows (inline texts) to do it cost more than
+   * the check.
+   */
+  async ownersOf(organizationId: string, bucketId: string, objectIds: readonly string[]): Promise<Map<string, string | null>> {
+    if (objectIds.length === 0) return new Map();
+    const rows = await this.database.readJson(OBJECT_OWNERS_BY_IDS, [organizationId, bucketId, [...objectIds]]);
+    return new Map(rows.map((row) => [row.object_id as string, (row.owner_principal as string | null) ?? null]));
   }
 
   async keyTaken(bucketId: string, key: string): Promise<boolean> {

@@ -254,6 +254,23 @@ describe('batches', () => {
     expect(drafts.body.results.every((b: { status: string }) => b.status === 'DRAFT')).toBe(true);
   });
 
+  it("takes only the bucket's own objects, and submits only those still there", async () => {
+    expect((await api('POST', '/v1/buckets', { bucket_name: 'elsewhere' })).status).toBe(201);
+    const foreign = await api('POST', '/v1/buckets/elsewhere/objects', { blobs: [{ property: 'content', text: 'not in docs' }] });
+    const mixed = await api('POST', '/v1/buckets/docs/batches', { object_ids: [foreign.body.object_id] });
+    expect(mixed.status).toBe(400);
+    expect(mixed.body.error.details.missing_object_ids).toEqual([foreign.body.object_id]);
+
+    const doomed = await api('POST', '/v1/buckets/docs/objects', { blobs: [{ property: 'content', text: 'deleted before submit' }] });
+    const draft = await api('POST', '/v1/buckets/docs/batches', { object_ids: [doomed.body.object_id] });
+    expect(draft.status).toBe(201);
+    expect((await api('DELETE', `/v1/buckets/docs/objects/${doomed.body.object_id}`)).status).toBe(200);
+    const submit = await api('POST', `/v1/buckets/docs/batches/${draft.body.batch_id}/submit`);
+    expect(submit.status).toBe(400);
+    expect(submit.body.error.message).toMatch(/None of the batch objects exists any more/);
+    expect((await api('GET', `/v1/buckets/docs/batches/${draft.body.batch_id}`)).body.status).toBe('DRAFT');
+  });
+
   it('refuses to submit when no collection reads the bucket', async () => {
     expect((await api('POST', '/v1/buckets', { bucket_name: 'lonely' })).status).toBe(201);
     const obj = await api('POST', '/v1/buckets/lonely/objects', { blobs: [{ property: 'content', text: 'alone' }] });
