@@ -6,7 +6,8 @@
  * (gate_extractor). These kernels run no task runner: the tests run the queued tasks with drain().
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TaskQueue } from '../../../../kernel/tokens.js';
+import type { TesseraEvent } from '../../../../kernel/events/event-bus.js';
+import { EventBus, TaskQueue } from '../../../../kernel/tokens.js';
 import builtins from '../../../../plugins/index.js';
 import { startTestKernel, type TestKernel } from '../../../support/kernel.js';
 import flakyExtractor from '../../../support/plugins/flaky-extractor.js';
@@ -86,6 +87,8 @@ describe('batch retries, progress and waiting for a worker', () => {
   });
 
   it('retries only the failed records: counts keep what earlier runs wrote, and a retry that fixes them completes', async () => {
+    const failures: TesseraEvent[] = [];
+    const unsubscribe = t.kernel.services.get(EventBus).subscribe('extractor.failure', async (event) => void failures.push(event));
     const ids = await h.objects('notes', 3, (i) => ({ fail: i === 1 }));
     await h.collection('steady', 'notes', 'passthrough_extractor');
     const flaky = await h.collection('flaky', 'notes', 'flaky_extractor');
@@ -102,6 +105,15 @@ describe('batch retries, progress and waiting for a worker', () => {
     const logged = t.logs.filter((line) => line.includes(batchId));
     expect(logged.some((line) => line.includes('batch records failed') && line.includes('"level":40'))).toBe(true);
     expect(logged.some((line) => line.includes('batch finished'))).toBe(true);
+    // Webhooks hear of it: one extractor.failure for the failed record, naming the collection and the extractor.
+    await h.until('the extractor.failure event', () => failures.length > 0 || undefined);
+    expect(failures).toHaveLength(1);
+    expect(failures[0]).toMatchObject({
+      type: 'extractor.failure',
+      organization_id: expect.stringMatching(/^org_/),
+      data: { collection_id: flaky, collection_name: 'flaky', extractor: 'flaky_extractor', error_type: 'extraction', affected_document_ids: [ids[1]], affected_count: 1 },
+    });
+    unsubscribe();
 
     // Retried while the record still fails: still COMPLETED_WITH_ERRORS, and what the other collection wrote still counts.
     expect((await h.api('POST', `/v1/buckets/notes/batches/${batchId}/retry`)).status).toBe(202);
