@@ -274,6 +274,7 @@ function reportBrief(label: string, count: number, r: Awaited<ReturnType<typeof 
   headline(label, count, r);
   const written = r.batch.tier_tasks[0].documents_written as number;
   console.log(`  CPU of this process during the batch: ${((r.cpuSeconds / Math.max(1, written)) * 1000).toFixed(2)} s per 1,000 documents`);
+  if (r.byThread.length > 0) console.log(`  CPU during the batch by thread:\n${r.byThread.join('\n')}`);
   console.log(`  GET /v1/me p99: idle ${p99(meIdle).toFixed(1)} ms, during the batch ${p99(r.meDuring).toFixed(1)} ms (max ${Math.max(...r.meDuring).toFixed(1)} ms)`);
 }
 
