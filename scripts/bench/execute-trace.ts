@@ -134,9 +134,14 @@ try {
   if (args.clients) {
     const bodies = Array.from({ length: Math.min(DISTINCT, vectors.length) }, (_, i) => ({ inputs: { vector: vectors[i] } }));
     const throughputCpu = process.cpuUsage();
+    const throughputThreads = threadTicks();
     const qps = await load.throughput(`/v1/retrievers/${created.retriever.retriever_id}/execute`, bodies, Number(args.clients), Number(args.seconds));
     const used = process.cpuUsage(throughputCpu);
-    console.log(`${args.clients} clients for ${args.seconds} s: ${qps.toFixed(0)} executes/s, process CPU per execute ${((used.user + used.system) / 1000 / (qps * Number(args.seconds))).toFixed(2)} ms`);
+    const executes = qps * Number(args.seconds);
+    console.log(`${args.clients} clients for ${args.seconds} s: ${qps.toFixed(0)} executes/s, process CPU per execute ${((used.user + used.system) / 1000 / executes).toFixed(2)} ms`);
+    // At full load the busiest thread is the bound: its CPU per execute caps executes/s at 1,000 / that.
+    const loadedThreads = threadCpuLines(throughputThreads, executes);
+    if (loadedThreads.length > 0) console.log(`CPU per execute by thread at ${args.clients} clients:\n${loadedThreads.join('\n')}`);
     printStatements(qps * Number(args.seconds));
   }
   await load.close();
