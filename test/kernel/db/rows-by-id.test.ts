@@ -56,8 +56,16 @@ describe('rows by id', () => {
     expect(await rowsById(database.db, 'grown', 'id', ids).where({ org: 'elsewhere' })).toEqual([]);
   });
 
+  it('reads only the columns asked for, still through the primary key', async () => {
+    const sql = `${rowsByIdSql('grown', 'id', '?::text[]', ['id', 'org'])} where org = 'o' order by id`;
+    expect((await cost(sql, [ids])).indexes).toEqual(['grown_pkey']);
+    const rows = (await database.db.raw(sql, [ids])) as { rows: Array<Record<string, unknown>> };
+    expect(rows.rows).toEqual([...ids].sort().map((id) => ({ id, org: 'o' })));
+  });
+
   it('takes plain identifiers only', () => {
     expect(() => rowsByIdSql('grown; drop table grown', 'id', '$1')).toThrow(/identifier/);
     expect(() => rowsById(database.db, 'grown', 'id" or 1=1 --', ids)).toThrow(/identifier/);
+    expect(() => rowsByIdSql('grown', 'id', '$1', ['id', 'body) from grown; --'])).toThrow(/identifier/);
   });
 });
