@@ -16,6 +16,7 @@ const tell = (message: TaskThreadMessage) => parent.postMessage(message);
 
 const log = createLogger(spec.config.logLevel, undefined, resolveLogFormat(spec.config.logFormat)).child({ thread: 'tasks' });
 lowerPriority();
+const stopProfile = process.env.TESSERA_TASK_THREAD_PROFILE ? await startProfile(process.env.TESSERA_TASK_THREAD_PROFILE) : undefined;
 let worker: Worker | undefined;
 try {
   const plugins = await importPluginModules(spec.plugins, spec.baseDir);
@@ -36,6 +37,7 @@ parent.on('message', (message: { type: string }) => {
   void (async () => {
     try {
       await worker?.stop();
+      await stopProfile?.();
     } catch (err) {
       log.error({ err }, 'task thread did not stop cleanly');
     }
@@ -56,4 +58,23 @@ function lowerPriority(): void {
   } catch {
     // Not Linux, or not allowed: the batch shares the CPU evenly, as before.
   }
+}
+
+/** TESSERA_TASK_THREAD_PROFILE=<path prefix>: this thread's CPU profile and sampled allocations, written when it stops. */
+async function startProfile(prefix: string): Promise<() => Promise<void>> {
+  const { Session } = await import('node:inspector/promises');
+  const { writeFile } = await import('node:fs/promises');
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.start');
+  await session.post('HeapProfiler.enable');
+  await session.post('HeapProfiler.startSampling', { samplingInterval: 16_384, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+  return async () => {
+    const { profile } = await session.post('Profiler.stop');
+    await writeFile(`${prefix}.cpuprofile`, JSON.stringify(profile));
+    const { profile: heap } = await session.post('HeapProfiler.stopSampling');
+    await writeFile(`${prefix}.heapprofile`, JSON.stringify(heap));
+    session.disconnect();
+  };
 }
