@@ -67,12 +67,31 @@ export interface PresignedGet {
   expiresAt: Date;
 }
 
+/** A blob as `get` gives it. */
+export interface BlobRead {
+  info: BlobInfo;
+  body: NodeJS.ReadableStream;
+  /**
+   * The same bytes at once, when the store already holds them in memory (a batch chunk's prefetched or
+   * inline blobs): read them instead of `body` (readBlobBytes does), skipping a stream per record.
+   */
+  bytes?: Buffer;
+}
+
+/** A blob's whole (or ranged) body in one buffer: its `bytes` when the store has them, else the stream read to its end. */
+export async function readBlobBytes(read: BlobRead): Promise<Buffer> {
+  if (read.bytes) return read.bytes;
+  const parts: Buffer[] = [];
+  for await (const chunk of read.body as AsyncIterable<Buffer | string>) parts.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
+  return Buffer.concat(parts);
+}
+
 export interface BlobStore {
   readonly kind: 'local' | 's3';
   /** Streams the body (never buffering it whole), computing MD5 and SHA-256 on the way; replaces any blob under the key. */
   put(key: string, body: NodeJS.ReadableStream | Buffer, options?: PutOptions): Promise<BlobInfo>;
   /** NotFoundError when missing; InputError when `range.start` is at or past the end of the blob. */
-  get(key: string, range?: ByteRange): Promise<{ info: BlobInfo; body: NodeJS.ReadableStream }>;
+  get(key: string, range?: ByteRange): Promise<BlobRead>;
   head(key: string): Promise<BlobInfo | undefined>;
   /** Idempotent: deleting a missing key is not an error. */
   delete(key: string): Promise<void>;

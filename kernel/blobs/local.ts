@@ -24,6 +24,7 @@ import {
   validatePrefix,
   validateRange,
   type BlobInfo,
+  type BlobRead,
   type BlobStore,
   type ByteRange,
   type PresignedGet,
@@ -296,7 +297,7 @@ export class LocalBlobStore implements BlobStore {
     }
   }
 
-  async get(key: string, range?: ByteRange): Promise<{ info: BlobInfo; body: NodeJS.ReadableStream }> {
+  async get(key: string, range?: ByteRange): Promise<BlobRead> {
     validateKey(key);
     validateRange(range);
     // Reading through the open handle means a concurrent overwrite or delete cannot change what we serve.

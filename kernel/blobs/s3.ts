@@ -40,6 +40,7 @@ import {
   validatePrefix,
   validateRange,
   type BlobInfo,
+  type BlobRead,
   type BlobStore,
   type ByteRange,
   type PresignedGet,
@@ -313,7 +314,7 @@ export class S3BlobStore implements BlobStore {
     };
   }
 
-  async get(key: string, range?: ByteRange): Promise<{ info: BlobInfo; body: NodeJS.ReadableStream }> {
+  async get(key: string, range?: ByteRange): Promise<BlobRead> {
     validateKey(key);
     validateRange(range);
     let res;

@@ -4,7 +4,7 @@
  * whole, up to MAX_IMAGE_BYTES.
  */
 import { InputError, NotFoundError } from '../../../kernel/errors.js';
-import type { BlobStore } from '../../../kernel/blobs/blob-store.js';
+import { readBlobBytes, type BlobStore } from '../../../kernel/blobs/blob-store.js';
 
 /** Larger blobs are refused rather than read into memory. */
 export const MAX_IMAGE_BYTES = 256 * 1024 * 1024;
@@ -32,10 +32,7 @@ async function readBlob(blobs: BlobStore, key: string): Promise<Buffer> {
     });
   }
   if (info.size === 0) throw new InputError('image_extractor: the image is empty', { storage_key: key });
-  const { body } = await blobs.get(key);
-  const parts: Buffer[] = [];
-  for await (const chunk of body as AsyncIterable<Buffer | string>) parts.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
-  return Buffer.concat(parts);
+  return readBlobBytes(await blobs.get(key));
 }
 
 const DATA_URL = /^data:[^;,]*(?:;[^;,]*)*;base64,/i;

@@ -3,7 +3,7 @@
  * data. pdf.js parses from one buffer, so the document is read whole, up to MAX_PDF_BYTES.
  */
 import { InputError, NotFoundError } from '../../../kernel/errors.js';
-import type { BlobStore } from '../../../kernel/blobs/blob-store.js';
+import { readBlobBytes, type BlobStore } from '../../../kernel/blobs/blob-store.js';
 
 /** Larger blobs are refused rather than read into memory. */
 export const MAX_PDF_BYTES = 512 * 1024 * 1024;
@@ -21,10 +21,7 @@ async function readBlob(blobs: BlobStore, key: string): Promise<Buffer> {
     throw new InputError(`pdf_extractor: the PDF is ${info.size} bytes, more than the ${MAX_PDF_BYTES} allowed`, { size_bytes: info.size });
   }
   if (info.size === 0) throw new InputError('pdf_extractor: the PDF is empty', { storage_key: key });
-  const { body } = await blobs.get(key);
-  const parts: Buffer[] = [];
-  for await (const chunk of body as AsyncIterable<Buffer | string>) parts.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
-  return Buffer.concat(parts);
+  return readBlobBytes(await blobs.get(key));
 }
 
 const DATA_URL = /^data:[^;,]*(?:;[^;,]*)*;base64,/i;

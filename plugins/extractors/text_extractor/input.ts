@@ -5,7 +5,7 @@
  */
 import { StringDecoder } from 'node:string_decoder';
 import { InputError, NotFoundError } from '../../../kernel/errors.js';
-import type { BlobStore } from '../../../kernel/blobs/blob-store.js';
+import type { BlobRead, BlobStore } from '../../../kernel/blobs/blob-store.js';
 
 /** How media inputs arrive (ExtractorInput.fields): a pointer into the blob store. */
 export interface BlobReference {
@@ -54,20 +54,26 @@ async function readBlobText(blobs: BlobStore, ref: BlobReference, maxChars: numb
     if (err instanceof InputError && (await blobs.head(ref.storage_key))?.size === 0) return { text: '', truncated: false };
     throw err;
   }
-  const { body, info } = read;
-  const ranged = info.size > byteCap;
-  // StringDecoder keeps an incomplete trailing sequence back instead of turning it into U+FFFD; with a
-  // ranged read that sequence is simply the part we did not fetch.
-  const decoder = new StringDecoder('utf8');
-  const parts: string[] = [];
-  for await (const chunk of body as AsyncIterable<Buffer | string>) {
-    parts.push(typeof chunk === 'string' ? chunk : decoder.write(chunk));
-  }
-  if (!ranged) parts.push(decoder.end());
-  let text = parts.join('');
+  const ranged = read.info.size > byteCap;
+  let text = read.bytes && !ranged ? read.bytes.toString('utf8') : await decodeText(read, ranged);
   if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
   const capped = capText(text, maxChars);
   return { text: capped.text, truncated: capped.truncated || ranged };
+}
+
+/**
+ * The body as text. StringDecoder keeps an incomplete trailing sequence back instead of turning it into
+ * U+FFFD; with a ranged read that sequence is simply the part we did not fetch.
+ */
+async function decodeText(read: BlobRead, ranged: boolean): Promise<string> {
+  const decoder = new StringDecoder('utf8');
+  const parts: string[] = [];
+  if (read.bytes) parts.push(decoder.write(read.bytes));
+  else {
+    for await (const chunk of read.body as AsyncIterable<Buffer | string>) parts.push(typeof chunk === 'string' ? chunk : decoder.write(chunk));
+  }
+  if (!ranged) parts.push(decoder.end());
+  return parts.join('');
 }
 
 /**

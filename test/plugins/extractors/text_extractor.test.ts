@@ -4,6 +4,7 @@
  * from the blob store, and the max_chars cap.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readBlobBytes } from '../../../kernel/blobs/blob-store.js';
 import { InputError } from '../../../kernel/errors.js';
 import { InferenceClient, type CallOverrides } from '../../../kernel/inference/client.js';
 import { defineModel, type ExtractorInput } from '../../../kernel/plugins.js';
@@ -368,6 +369,29 @@ describe('text_extractor with an inference worker and a blob store', () => {
 
     const short = await collect(textExtractor.extract(harness.ctx, input({ text: 'short' }, { max_chars: maxChars })));
     expect(short.map((d) => d.fields.truncated)).toEqual([false]);
+  });
+
+  it('reads a blob a store holds in memory from its bytes, as it would from its stream', async () => {
+    const key = 'org_test/ns_test/objects/obj_in_memory/content';
+    const text = `${'\ufeff'}Grüße aus Köln. ${'€😀ab'.repeat(2000)}`;
+    await harness.blobs.put(key, Buffer.from(text, 'utf8'), { contentType: 'text/plain' });
+    // A store that already holds the bytes (as a batch chunk's prefetched blobs are served): its stream must not be needed.
+    const inMemory = new Proxy(harness.blobs, {
+      get: (target, property, receiver) => {
+        if (property !== 'get') return Reflect.get(target, property, receiver);
+        return async (k: string, range?: { start: number; end?: number }) => {
+          const read = await target.get(k, range);
+          const bytes = await readBlobBytes(read);
+          return { info: read.info, bytes, get body(): never { throw new Error('the stream was read') } };
+        };
+      },
+    });
+    for (const params of [{ split_by: 'sentences', chunk_size: 1, chunk_overlap: 0 }, { split_by: 'characters', chunk_size: 300, chunk_overlap: 0, max_chars: 1000 }]) {
+      const streamed = await collect(textExtractor.extract(harness.ctx, input({ text: { storage_key: key } }, params)));
+      const fromBytes = await collect(textExtractor.extract({ ...harness.ctx, blobs: inMemory }, input({ text: { storage_key: key } }, params)));
+      expect(fromBytes.map((d) => d.fields)).toEqual(streamed.map((d) => d.fields));
+      expect(fromBytes.length).toBeGreaterThan(1);
+    }
   });
 
   it('refuses bad input with typed errors', async () => {

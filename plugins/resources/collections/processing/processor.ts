@@ -12,7 +12,7 @@ import { Readable } from 'node:stream';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { BlobArtifactWriter, artifactPrefix } from '../../../../kernel/blobs/artifacts.js';
-import type { BlobInfo, BlobStore, ByteRange } from '../../../../kernel/blobs/blob-store.js';
+import { readBlobBytes, type BlobInfo, type BlobRead, type BlobStore, type ByteRange } from '../../../../kernel/blobs/blob-store.js';
 import { ApiError, InputError, NotFoundError, RequestValidationError, ServiceUnavailableError } from '../../../../kernel/errors.js';
 import type { Announcer } from '../../../../kernel/events/announcer.js';
 import { matchesFilter, parseFilter } from '../../../../kernel/filters/filter.js';
@@ -577,10 +577,8 @@ export class DocumentProcessor implements CollectionProcessor {
       while (next < keys.length) {
         const key = keys[next++]!;
         try {
-          const { info, body } = await this.deps.blobs.get(key);
-          const parts: Buffer[] = [];
-          for await (const part of body as AsyncIterable<Buffer | string>) parts.push(typeof part === 'string' ? Buffer.from(part) : part);
-          held.set(key, { info, bytes: Buffer.concat(parts) });
+          const read = await this.deps.blobs.get(key);
+          held.set(key, { info: read.info, bytes: await readBlobBytes(read) });
         } catch {
           // Left to the extractor, which reports it in its own words (or retries the task if it is a dependency failing).
         }
@@ -714,7 +712,7 @@ class PrefetchedBlobs {
     real: BlobStore,
     private readonly held: Map<string, { info: BlobInfo; bytes: Buffer }>,
   ) {
-    const get = async (key: string, range?: ByteRange): Promise<{ info: BlobInfo; body: NodeJS.ReadableStream }> => {
+    const get = async (key: string, range?: ByteRange): Promise<BlobRead> => {
       const blob = this.held.get(key);
       const size = blob?.bytes.length ?? 0;
       // Anything the real store would judge (empty blobs, ranges past the end) is left to it.
@@ -722,7 +720,14 @@ class PrefetchedBlobs {
         return real.get(key, range);
       }
       const bytes = range ? blob.bytes.subarray(range.start, range.end === undefined ? size : Math.min(size, range.end + 1)) : blob.bytes;
-      return { info: blob.info, body: Readable.from([bytes]) };
+      // The stream only for a reader that asks for it: most take the bytes (readBlobBytes).
+      return {
+        info: blob.info,
+        bytes,
+        get body() {
+          return Readable.from([bytes]);
+        },
+      };
     };
     this.store = new Proxy(real, {
       get: (target, property, receiver) => {
