@@ -3,10 +3,12 @@
  * workers and plugin modules. Tells the parent when it takes tasks, and stops on its word.
  */
 import { readlinkSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
 import { setPriority } from 'node:os';
 import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
 import { startWorker, type Worker } from '../app.js';
 import { createLogger, resolveLogFormat } from '../logger.js';
+import { startThreadProfile } from '../thread-profile.js';
 import { importPluginModules } from '../plugins.js';
 import type { TaskThreadMessage, TaskThreadSpec } from './task-thread.js';
 
@@ -62,19 +64,10 @@ function lowerPriority(): void {
 
 /** TESSERA_TASK_THREAD_PROFILE=<path prefix>: this thread's CPU profile and sampled allocations, written when it stops. */
 async function startProfile(prefix: string): Promise<() => Promise<void>> {
-  const { Session } = await import('node:inspector/promises');
-  const { writeFile } = await import('node:fs/promises');
-  const session = new Session();
-  session.connect();
-  await session.post('Profiler.enable');
-  await session.post('Profiler.start');
-  await session.post('HeapProfiler.enable');
-  await session.post('HeapProfiler.startSampling', { samplingInterval: 16_384, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+  const profile = await startThreadProfile({ allocations: true });
   return async () => {
-    const { profile } = await session.post('Profiler.stop');
-    await writeFile(`${prefix}.cpuprofile`, JSON.stringify(profile));
-    const { profile: heap } = await session.post('HeapProfiler.stopSampling');
-    await writeFile(`${prefix}.heapprofile`, JSON.stringify(heap));
-    session.disconnect();
+    const { cpu, allocations } = await profile.stop();
+    await writeFile(`${prefix}.cpuprofile`, JSON.stringify(cpu));
+    await writeFile(`${prefix}.heapprofile`, JSON.stringify(allocations));
   };
 }

@@ -14,7 +14,7 @@
  * The server runs in this process on its embedded defaults (PGlite in its thread, tasks in theirs, pgvector,
  * local blobs, spawned inference workers), or on PostgreSQL/NATS when DATABASE_URL/NATS_URL are set.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,6 +23,7 @@ import { pino } from 'pino';
 import sharp from 'sharp';
 import { startKernel } from '../../kernel/app.js';
 import { loadConfig } from '../../kernel/config.js';
+import { startThreadProfile } from '../../kernel/thread-profile.js';
 import { DatabaseHandle, Inference, VectorIndex } from '../../kernel/tokens.js';
 import { featureIndexName } from '../../kernel/vectors/naming.js';
 import builtins from '../../plugins/index.js';
@@ -205,16 +206,9 @@ async function bareInsert(
  * (`<prefix>-<bucket>-create.cpuprofile`) and during each batch (`<prefix>-<bucket>.cpuprofile`).
  */
 async function startProfile(): Promise<(file: string) => Promise<void>> {
-  const { Session } = await import('node:inspector/promises');
-  const { writeFile } = await import('node:fs/promises');
-  const session = new Session();
-  session.connect();
-  await session.post('Profiler.enable');
-  await session.post('Profiler.start');
+  const profile = await startThreadProfile();
   return async (file) => {
-    const { profile } = await session.post('Profiler.stop');
-    await writeFile(file, JSON.stringify(profile));
-    session.disconnect();
+    await writeFile(file, JSON.stringify((await profile.stop()).cpu));
     console.log(`  CPU profile: ${file}`);
   };
 }
