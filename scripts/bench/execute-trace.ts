@@ -142,7 +142,7 @@ try {
     // At full load the busiest thread is the bound: its CPU per execute caps executes/s at 1,000 / that.
     const loadedThreads = threadCpuLines(throughputThreads, executes);
     if (loadedThreads.length > 0) console.log(`CPU per execute by thread at ${args.clients} clients:\n${loadedThreads.join('\n')}`);
-    printStatements(qps * Number(args.seconds));
+    printStatements(executes);
   }
   await load.close();
   if (args['cpu-profile']) {
