@@ -1,10 +1,12 @@
 /**
  * The benchmarks' HTTP client, in a worker thread: requests are timed on another event loop than the
  * service's (which the benches start in their own process), the way a separate client would see them,
- * and the client's own work (serializing, parsing) is not charged to the service. Bodies are serialized
- * before timing starts; connections are kept alive, one per client.
+ * and the client's own work (serializing, parsing) is not charged to the service. Each request's bytes are
+ * built before timing starts; connections are kept alive, one per client, with a minimal HTTP/1.1 client
+ * (the same two cores run the service: the lighter the client, the more of them the service gets).
  */
 import { Worker } from 'node:worker_threads';
+import { nameThread } from './thread-cpu.js';
 
 export interface LatencyRun {
   p50: number;
@@ -18,23 +20,106 @@ export interface LatencyRun {
 /** Runs in the worker: plain JavaScript (no TypeScript loader in worker threads). */
 const WORKER = `
 const { parentPort } = require('node:worker_threads');
-const http = require('node:http');
-const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
-function send(url, headers, body, method = 'POST') {
-  return new Promise((resolve, reject) => {
-    const req = http.request(url, { method, agent, headers: body === undefined ? headers : { ...headers, 'Content-Length': Buffer.byteLength(body) } }, (res) => {
-      const chunks = [];
-      res.on('data', (c) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        if (res.statusCode !== 200) reject(new Error('HTTP ' + res.statusCode + ': ' + text.slice(0, 300)));
-        else resolve(text);
-      });
-      res.on('error', reject);
+const net = require('node:net');
+// First message: this thread's Linux id, so CPU-by-thread listings can name it.
+let tid;
+try {
+  tid = require('node:fs').readlinkSync('/proc/thread-self').split('/').pop();
+} catch {}
+parentPort.postMessage({ tid });
+// A minimal HTTP/1.1 keep-alive client over one socket: the request's bytes are built once, the response
+// is read by its Content-Length (or chunks). Node's http client spent ~0.3 ms of CPU per request here, on
+// the same two cores as the service it measures; this one a fraction of that (what wrk-style clients do).
+class Connection {
+  constructor(url) {
+    const u = new URL(url);
+    this.host = u.hostname;
+    this.port = Number(u.port || 80);
+    this.socket = undefined;
+    this.waiting = undefined;
+    this.received = [];
+  }
+  open() {
+    return new Promise((resolve, reject) => {
+      const socket = net.connect({ host: this.host, port: this.port });
+      socket.setNoDelay(true);
+      socket.once('connect', () => { socket.removeListener('error', reject); resolve(); });
+      socket.once('error', reject);
+      socket.on('data', (chunk) => { this.received.push(chunk); this.parse(); });
+      socket.on('error', (err) => this.fail(err));
+      socket.on('close', () => { this.socket = undefined; this.fail(new Error('connection closed by the server')); });
+      this.socket = socket;
     });
-    req.on('error', reject);
-    req.end(body);
-  });
+  }
+  fail(err) {
+    const waiting = this.waiting;
+    this.waiting = undefined;
+    this.received = [];
+    if (waiting) waiting.reject(err);
+  }
+  parse() {
+    if (!this.waiting) return;
+    const data = this.received.length === 1 ? this.received[0] : Buffer.concat(this.received);
+    this.received = [data];
+    const end = data.indexOf('\\r\\n\\r\\n');
+    if (end < 0) return;
+    const head = data.toString('latin1', 0, end).split('\\r\\n');
+    const status = Number(head[0].split(' ')[1]);
+    let length = -1, chunked = false, close = false;
+    for (let i = 1; i < head.length; i++) {
+      const colon = head[i].indexOf(':');
+      const name = head[i].slice(0, colon).trim().toLowerCase();
+      const value = head[i].slice(colon + 1).trim().toLowerCase();
+      if (name === 'content-length') length = Number(value);
+      else if (name === 'transfer-encoding') chunked = value.includes('chunked');
+      else if (name === 'connection') close = value === 'close';
+    }
+    let body, used;
+    if (chunked) {
+      const parts = [];
+      let at = end + 4;
+      for (;;) {
+        const lineEnd = data.indexOf('\\r\\n', at);
+        if (lineEnd < 0) return;
+        const size = parseInt(data.toString('latin1', at, lineEnd), 16);
+        if (data.length < lineEnd + 2 + size + 2) return;
+        if (size === 0) { used = lineEnd + 4; break; }
+        parts.push(data.subarray(lineEnd + 2, lineEnd + 2 + size));
+        at = lineEnd + 2 + size + 2;
+      }
+      body = Buffer.concat(parts);
+    } else {
+      if (length < 0) length = 0;
+      if (data.length < end + 4 + length) return;
+      body = data.subarray(end + 4, end + 4 + length);
+      used = end + 4 + length;
+    }
+    this.received = used < data.length ? [data.subarray(used)] : [];
+    const waiting = this.waiting;
+    this.waiting = undefined;
+    if (close) this.socket.destroy();
+    waiting.resolve({ status, text: body.toString('utf8') });
+  }
+  async request(bytes) {
+    if (!this.socket) await this.open();
+    const answer = await new Promise((resolve, reject) => {
+      this.waiting = { resolve, reject };
+      this.socket.write(bytes);
+    });
+    if (answer.status !== 200) throw new Error('HTTP ' + answer.status + ': ' + answer.text.slice(0, 300));
+    return answer.text;
+  }
+  close() {
+    this.socket?.destroy();
+  }
+}
+/** The bytes of one request (built before any timing). */
+function requestBytes(url, headers, body, method = 'POST') {
+  const u = new URL(url);
+  let head = method + ' ' + u.pathname + u.search + ' HTTP/1.1\\r\\nHost: ' + u.host + '\\r\\nConnection: keep-alive\\r\\n';
+  for (const [name, value] of Object.entries(headers)) head += name + ': ' + value + '\\r\\n';
+  if (body !== undefined) head += 'Content-Length: ' + Buffer.byteLength(body) + '\\r\\n';
+  return Buffer.concat([Buffer.from(head + '\\r\\n', 'latin1'), Buffer.from(body ?? '', 'utf8')]);
 }
 function pickAll(text, path) {
   const out = JSON.parse(text);
@@ -49,13 +134,16 @@ parentPort.on('message', async (job) => {
       const times = [];
       sampling = { stopped: false };
       const run = sampling;
+      const connection = new Connection(job.url);
+      const bytes = requestBytes(job.url, job.headers, undefined, 'GET');
       parentPort.postMessage({ ok: true, started: true });
       while (!run.stopped) {
         const t0 = performance.now();
-        await send(job.url, job.headers, undefined, 'GET');
+        await connection.request(bytes);
         times.push(performance.now() - t0);
         await new Promise((r) => setTimeout(r, job.intervalMs));
       }
+      connection.close();
       run.resolve({ ok: true, times });
       return;
     }
@@ -69,9 +157,12 @@ parentPort.on('message', async (job) => {
     }
     if (job.kind === 'poll') {
       // GET every intervalMs until the body's status is one of job.until: the last body, as text.
+      const connection = new Connection(job.url);
+      const bytes = requestBytes(job.url, job.headers, undefined, 'GET');
       for (;;) {
-        const text = await send(job.url, job.headers, undefined, 'GET');
+        const text = await connection.request(bytes);
         if (job.until.includes(JSON.parse(text).status)) {
+          connection.close();
           parentPort.postMessage({ ok: true, text });
           return;
         }
@@ -80,21 +171,27 @@ parentPort.on('message', async (job) => {
     }
     if (job.kind === 'latencies') {
       const times = [], found = [];
-      for (const body of job.bodies) {
+      const connection = new Connection(job.url);
+      const requests = job.bodies.map((body) => requestBytes(job.url, job.headers, body));
+      for (const bytes of requests) {
         const t0 = performance.now();
-        const text = await send(job.url, job.headers, body);
+        const text = await connection.request(bytes);
         times.push(performance.now() - t0);
         found.push(pickAll(text, job.pick));
       }
+      connection.close();
       parentPort.postMessage({ ok: true, times, found });
     } else {
       let done = 0;
+      const requests = job.bodies.map((body) => requestBytes(job.url, job.headers, body));
       const until = performance.now() + job.seconds * 1000;
       await Promise.all(Array.from({ length: job.clients }, async (_, c) => {
+        const connection = new Connection(job.url);
         for (let i = c; performance.now() < until; i += job.clients) {
-          await send(job.url, job.headers, job.bodies[i % job.bodies.length]);
+          await connection.request(requests[i % requests.length]);
           done++;
         }
+        connection.close();
       }));
       parentPort.postMessage({ ok: true, done });
     }
@@ -108,6 +205,13 @@ const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, 
 
 export class HttpLoad {
   private readonly worker = new Worker(WORKER, { eval: true });
+  /** The worker's first message names its thread (thread-cpu.ts lists it as `client`). */
+  private readonly started = new Promise<void>((resolve) =>
+    this.worker.once('message', (msg: { tid?: string }) => {
+      if (msg.tid) nameThread(msg.tid, 'client');
+      resolve();
+    }),
+  );
 
   constructor(
     private readonly baseUrl: string,
@@ -161,7 +265,8 @@ export class HttpLoad {
     };
   }
 
-  private run<T>(job: Record<string, unknown>): Promise<T> {
+  private async run<T>(job: Record<string, unknown>): Promise<T> {
+    await this.started;
     return new Promise((resolve, reject) => {
       this.worker.once('message', (msg: { ok: boolean; error?: string } & T) => (msg.ok ? resolve(msg) : reject(new Error(msg.error))));
       this.worker.postMessage(job);

@@ -3,7 +3,7 @@
  * keeps busy, which a process-wide figure (process.cpuUsage) cannot tell, and how long each thread was ready
  * to run but waited for a core (schedstat): on a machine with fewer cores than busy threads, the wait is
  * where a request's latency goes when its thread has little to do. Threads are named by id; this process's
- * main thread is `main`. Worker threads (database, tasks, vector graphs, bench clients) and V8's and libuv's
+ * main thread is `main`, a bench's HTTP client thread `client`. Worker threads (database, tasks, vector graphs, bench clients) and V8's and libuv's
  * helper threads (garbage collection, compilation) all show as other ids, most used first.
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -17,6 +17,14 @@ export interface ThreadTime {
 
 export type ThreadTicks = Map<string, ThreadTime>;
 
+/** Names given to thread ids (the benches' own client threads), shown instead of the id. */
+const threadNames = new Map<string, string>();
+
+/** Shows `name` for the thread `tid` (a Linux thread id, as `/proc/thread-self` links to it). */
+export function nameThread(tid: string, name: string): void {
+  threadNames.set(tid, name);
+}
+
 /** What each thread has used and waited so far. */
 export function threadTicks(): ThreadTicks {
   const times: ThreadTicks = new Map();
@@ -26,7 +34,7 @@ export function threadTicks(): ThreadTicks {
       const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
       // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      times.set(tid === String(process.pid) ? 'main' : tid, { ticks: Number(fields[11]) + Number(fields[12]), waitNs: waitOf(tid) });
+      times.set(tid === String(process.pid) ? 'main' : (threadNames.get(tid) ?? tid), { ticks: Number(fields[11]) + Number(fields[12]), waitNs: waitOf(tid) });
     } catch {
       // The thread ended meanwhile.
     }
