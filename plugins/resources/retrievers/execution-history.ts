@@ -47,17 +47,23 @@ export class ExecutionHistory {
     if (this.pending.includes(row)) throw new Error(`could not record execution ${row.execution_id}`);
   }
 
-  /** Writes everything queued so far (readers call this first). */
+  /**
+   * Writes everything queued so far (readers call this first). Records queued while that write runs wait
+   * for their own flush: draining them in the same write made every other insert a single row (a record
+   * that arrived during the insert before it), at about three times a batched row's cost to the database.
+   */
   flush(): Promise<void> {
     clearTimeout(this.timer);
     this.timer = undefined;
-    this.writing = this.writing.then(() => this.write());
+    const queued = this.pending;
+    this.pending = [];
+    this.writing = this.writing.then(() => this.write(queued));
     return this.writing;
   }
 
-  private async write(): Promise<void> {
-    while (this.pending.length > 0) {
-      const batch = this.pending.splice(0, MAX_BATCH);
+  private async write(queued: ExecutionRow[]): Promise<void> {
+    for (let at = 0; at < queued.length; at += MAX_BATCH) {
+      const batch = queued.slice(at, at + MAX_BATCH);
       try {
         await this.store.insertExecutions(batch);
       } catch (err) {
@@ -65,7 +71,7 @@ export class ExecutionHistory {
         const failed = await this.writeEach(batch);
         if (failed.length > 0) {
           this.log.error({ err, records: failed.length }, 'retriever execution history write failed; records kept for the next flush');
-          this.pending = failed.concat(this.pending);
+          this.pending = failed.concat(queued.slice(at + MAX_BATCH), this.pending);
           return;
         }
       }

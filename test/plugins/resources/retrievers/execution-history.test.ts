@@ -120,6 +120,31 @@ describe('ExecutionHistory batches', () => {
     expect(written).toEqual(['a', 'b']);
   });
 
+  it('keeps records queued during a write for the next batch instead of writing them one by one', async () => {
+    const batches: string[][] = [];
+    let release: () => void = () => undefined;
+    const store = {
+      async insertExecutions(rows: readonly ExecutionRow[]) {
+        batches.push(rows.map((r) => r.execution_id));
+        if (batches.length === 1) await new Promise<void>((resolve) => (release = resolve));
+      },
+    } as unknown as RetrieverStore;
+    const history = new ExecutionHistory(store, pino({ level: 'silent' }));
+    history.record(row('a'));
+    history.record(row('b'));
+    const first = history.flush();
+    await Promise.resolve();
+    // The first insert is still running: these arrive meanwhile.
+    history.record(row('c'));
+    history.record(row('d'));
+    release();
+    await first;
+    expect(batches).toEqual([['a', 'b']]);
+    history.record(row('e'));
+    await history.flush();
+    expect(batches).toEqual([['a', 'b'], ['c', 'd', 'e']]);
+  });
+
   it('drops only a record whose retriever is gone, and keeps refused ones for the next flush', async () => {
     let down = true;
     const { store, written } = fakeStore((id) => (id === 'orphan' ? '23503' : (id === 'late' || id === 'cursor') && down ? '08006' : null));
