@@ -26,7 +26,8 @@ import type { AnyHandler } from './handlers.js';
 import { OperationMatcher, operations, type OperationId, type OperationSpec } from './operations.js';
 import type { RequestLog } from './request-log.js';
 import { ArrayLimits } from './array-limits.js';
-import { PerPathValidator } from './validation.js';
+import { PerPathValidator, REQUEST_FORMATS } from './validation.js';
+import { RequestPrecheck } from './request-precheck.js';
 
 export interface HttpDependencies {
   container: Container;
@@ -71,6 +72,7 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
     },
   });
   const validator = new PerPathValidator({ apiDocument: deps.apiDocument, validateResponses: deps.validateResponses });
+  const precheck = new RequestPrecheck(deps.apiDocument, { formats: REQUEST_FORMATS });
   const arrayLimits = new ArrayLimits(deps.apiDocument);
   const run = (middleware: (req: Request, res: Response, next: NextFunction) => void, req: Request, res: Response) =>
     new Promise<void>((resolve, reject) => middleware(req, res, (err?: unknown) => (err ? reject(err) : resolve())));
@@ -161,7 +163,17 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
     }
     if (hasBody || req.get('content-type') !== undefined) await run(json, req, res);
     arrayLimits.check(arrayLimits.bodySchema(operation.path, operation.method), req.body, ['body']);
-    await run((q, r, n) => validator.validate(operation.path, q, r, n), req, res);
+    const accepted = precheck.accepts(operation.path, operation.method, {
+      hasQuery: req.url.includes('?'), hasBody, contentType: req.get('content-type'), headers: req.headers, body: req.body, pathParams: contextOf(res).pathParams,
+    });
+    const libraryCheck = () => run((q, r, n) => validator.validate(operation.path, q, r, n), req, res);
+    if (!accepted) await libraryCheck();
+    // Tests (which validate responses) run the library after an accepting pre-check too: they must agree.
+    else if (deps.validateResponses) {
+      await libraryCheck().catch((err: unknown) => {
+        throw new Error(`the request pre-check accepted what the OpenAPI validator refused: ${(err as Error).message}`);
+      });
+    }
     const problem =
       (contextOf(res).bodyWithoutEscapes ? undefined : unstorableText(req.body, ['body'])) ??
       unstorableText(contextOf(res).pathParams, ['path']) ??

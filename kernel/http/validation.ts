@@ -14,6 +14,15 @@ export interface ValidationOptions {
 }
 
 /**
+ * Dates and date-times through the one strict reader (kernel/dates.ts): ajv's own formats accept year 0000
+ * and leap seconds, which neither JavaScript nor PostgreSQL can hold.
+ */
+export const REQUEST_FORMATS = {
+  'date-time': { type: 'string' as const, validate: isTimestamp },
+  date: { type: 'string' as const, validate: isCalendarDate },
+};
+
+/**
  * The library's middleware for a document. The document's own validity is checked once, by a test over
  * the whole generated document (test/generated.test.ts), not on every path's first request.
  */
@@ -28,12 +37,7 @@ export function openApiMiddleware(apiDocument: Record<string, unknown>, options:
     validateFormats: true,
     // 'full' checks dates for real (no 30 February silently becoming 2 March).
     ajvFormats: { mode: 'full' },
-    // Dates and date-times through the one strict reader (kernel/dates.ts): ajv's own formats accept year
-    // 0000 and leap seconds, which neither JavaScript nor PostgreSQL can hold.
-    formats: {
-      'date-time': { type: 'string', validate: isTimestamp },
-      date: { type: 'string', validate: isCalendarDate },
-    },
+    formats: REQUEST_FORMATS,
     ignoreUndocumented: true,
   }) as RequestHandler[];
 }
