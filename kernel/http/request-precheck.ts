@@ -8,7 +8,7 @@
  * Covered: requests without a query string, with a JSON body or none, on operations whose parameters are in
  * the path or in headers without defaults (the library would write a header default into the request) and
  * whose query parameters are all optional. The body is checked with `useDefaults`, as the library does, so a
- * handler sees the same defaults either way. Tests run both (`verify`): a request this accepts and the
+ * handler sees the same defaults either way. Tests (which validate responses) run both: a request this accepts and the
  * library refuses fails the test that sent it.
  */
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
