@@ -54,6 +54,13 @@ export interface DocumentVectorQuery {
   principalId: string | null;
 }
 
+/**
+ * The key of a vector payload listing the document's fields it leaves out (too large to hold beside every
+ * vector). A filter evaluated in the index lets such a document through on those fields; the exact filter
+ * then runs on the document itself.
+ */
+export const INDEX_PAYLOAD_OMITTED_FIELDS = 'omitted_fields';
+
 export interface DocumentSource {
   /**
    * The collections named by id or name, in the namespace, in the order given (duplicates removed). A name
@@ -64,8 +71,20 @@ export interface DocumentSource {
   list(query: DocumentListQuery): Promise<StageDocument[]>;
   /** How many documents `list` would give without a limit, counted up to `limit` (no rows read out). */
   count(query: Omit<DocumentListQuery, 'sort'>): Promise<number>;
-  /** These documents (unknown, foreign or invisible ones are absent), in the order of `documentIds`. */
-  getByIds(organizationId: string, collectionIds: readonly string[], documentIds: readonly string[], principalId: string | null): Promise<StageDocument[]>;
+  /**
+   * These documents (unknown, foreign or invisible ones are absent), in the order of `documentIds`.
+   * `indexPayloads`: the payloads a feature index returned with these ids, which the source may answer
+   * from instead of reading the documents, when `answersFromIndexPayloads` says they are current.
+   */
+  getByIds(
+    organizationId: string, collectionIds: readonly string[], documentIds: readonly string[], principalId: string | null,
+    indexPayloads?: ReadonlyMap<string, Record<string, unknown>>,
+  ): Promise<StageDocument[]>;
+  /**
+   * True when the payloads feature indexes return with their hits are the documents as last written (this
+   * process writes every document): a search then asks the index for them and passes them to `getByIds`.
+   */
+  readonly answersFromIndexPayloads?: boolean;
   /**
    * The stored vectors of these documents for one feature, by document id. Documents without a vector
    * for it, unknown ones and ones the principal may not read are absent; a feature no collection indexes

@@ -352,12 +352,13 @@ export class MemoryGraph {
 
   /**
    * Payloads of one index repeat the same few strings (organization, namespace, collection, owner):
-   * one shared copy of each short top-level string instead of one per vector.
+   * one shared copy of each short top-level string instead of one per vector. Values that differ from
+   * one document to the next (ids, keys, timestamps) are not interned: they would fill the table.
    */
   private compact(original: Record<string, unknown>): Record<string, unknown> {
     const payload = { ...original };
     for (const [key, value] of Object.entries(payload)) {
-      if (typeof value !== 'string' || value.length > 64 || key === 'document_id') continue;
+      if (typeof value !== 'string' || value.length > 64 || !SHARED_PAYLOAD_KEYS.has(key)) continue;
       const shared = this.interned.get(value);
       if (shared !== undefined) payload[key] = shared;
       else if (this.interned.size < 10_000) this.interned.set(value, value);
@@ -365,6 +366,9 @@ export class MemoryGraph {
     return payload;
   }
 }
+
+/** Top-level payload keys whose values many vectors of an index share. */
+const SHARED_PAYLOAD_KEYS = new Set(['organization_id', 'namespace_id', 'collection_id', 'owner_principal', 'source_collection_id']);
 
 function normalize(v: Float32Array): void {
   let sum = 0;

@@ -275,8 +275,8 @@ export class DocumentStore {
     return this.visible(this.db<DocumentRow>('documents').where({ organization_id: organizationId, collection_id: collectionId, document_id: documentId }), principalId).first();
   }
 
-  async updateMetadata(documentId: string, metadata: Record<string, unknown>): Promise<void> {
-    await this.db('documents').where({ document_id: documentId }).update({ metadata: JSON.stringify(metadata), updated_at: new Date() });
+  async updateMetadata(documentId: string, metadata: Record<string, unknown>, at: Date): Promise<void> {
+    await this.db('documents').where({ document_id: documentId }).update({ metadata: JSON.stringify(metadata), updated_at: at });
   }
 
   async delete(collectionId: string, documentIds: readonly string[]): Promise<number> {

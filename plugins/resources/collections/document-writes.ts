@@ -19,7 +19,7 @@ import type { PluginRegistry } from '../../../kernel/plugins.js';
 import type { VectorIndex, VectorRecord } from '../../../kernel/vectors/vector-index.js';
 import type { DocumentRow, DocumentStore } from './document-store.js';
 import { collectionFeatures, type CollectionFeature } from './features.js';
-import { vectorPayload } from './processing/processor.js';
+import { vectorPayload } from './vector-payload.js';
 import type { CollectionRow } from './store.js';
 
 const KEY_PREFIX = 'direct/key/';

@@ -8,7 +8,7 @@ import type { PluginRegistry } from '../../../kernel/plugins.js';
 import { featureIndexName } from '../../../kernel/vectors/naming.js';
 import type { Distance, VectorIndex } from '../../../kernel/vectors/vector-index.js';
 import type { DocumentRow } from './document-store.js';
-import { vectorPayload } from './processing/processor.js';
+import { vectorPayload } from './vector-payload.js';
 import type { CollectionRow } from './store.js';
 
 export interface CollectionFeature {

@@ -246,8 +246,9 @@ export default defineResource({
     updateDocument: async ({ params, body, ctx, services }) => {
       const collection = await collectionOf(ctx, services, params.collection_identifier);
       const row = await documentOf(ctx, services, collection, params.document_id);
-      await services.get(Documents).updateMetadata(row.document_id, body.metadata);
+      // One timestamp for the row and the vector payloads (searches may answer from either).
       const updated = { ...row, metadata: body.metadata, updated_at: new Date() };
+      await services.get(Documents).updateMetadata(row.document_id, body.metadata, updated.updated_at);
       // Vector payloads carry metadata (search filters read them there).
       await refreshVectorPayloads(services.get(VectorIndex), services.get(PluginRegistry), new Map([[collection.collection_id, collection]]), [updated]);
       await services.get(Changes).changed(collection, 'document.updated', [row.document_id]);

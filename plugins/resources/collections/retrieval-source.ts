@@ -17,6 +17,7 @@ import { resolveDocumentField, type DocumentRow } from './document-store.js';
 import type { DocumentReadCache } from './document-cache.js';
 import { documentView } from './document-view.js';
 import type { CollectionRow, CollectionStore } from './store.js';
+import { documentFromPayload } from './vector-payload.js';
 
 const FIELD = /^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*$/;
 /** Ids per `IN (...)` list: keeps statements small whatever a stage asks for. */
@@ -96,15 +97,25 @@ export class CollectionDocumentSource implements DocumentSource {
     return Number(row?.n ?? 0);
   }
 
-  async getByIds(organizationId: string, collectionIds: readonly string[], documentIds: readonly string[], principalId: string | null): Promise<StageDocument[]> {
+  /** The payloads of vector hits are the documents as last written when this process writes them all (the read cache's condition). */
+  get answersFromIndexPayloads(): boolean {
+    return this.cache.enabled;
+  }
+
+  async getByIds(
+    organizationId: string, collectionIds: readonly string[], documentIds: readonly string[], principalId: string | null,
+    indexPayloads?: ReadonlyMap<string, Record<string, unknown>>,
+  ): Promise<StageDocument[]> {
     if (collectionIds.length === 0 || documentIds.length === 0) return [];
     const byId = new Map<string, StageDocument>();
     const wanted = new Set(collectionIds);
     const missing: string[] = [];
+    const fromPayloads = indexPayloads !== undefined && this.cache.enabled;
     for (const id of new Set(documentIds)) {
-      const row = this.cache.get(id);
-      if (row === undefined) missing.push(id);
-      // The same conditions as the query below, on the cached row.
+      // A payload is not kept in the cache: it was read before the cache's generation could be noted.
+      const row = this.cache.get(id) ?? (fromPayloads ? documentFromPayload(indexPayloads.get(id)) : undefined);
+      if (row === undefined || row.document_id !== id) missing.push(id);
+      // The same conditions as the query below, on the row in memory.
       else if (row.organization_id === organizationId && wanted.has(row.collection_id) && visibleTo(row, principalId)) byId.set(id, toStageDocument(row, principalId));
     }
     const generation = this.cache.mark();

@@ -9,14 +9,18 @@
  * lexical.ts): BM25 over the collections' text fields, fused with the vector searches (hybrid search).
  * `pre_filters` run inside the index scan where the index holds the field (lineage columns and fields);
  * filters on metadata or timestamps are applied to the hydrated documents (the text index takes them all).
- * With no searches it is a pure filter.
+ * A field too large for the index's payload lets its document through the scan and is checked on the
+ * document itself, so a filter never loses a document to the payload's size limit. With no searches it is a
+ * pure filter.
  *
  * The caller's principal: the index payload carries the owner and the grants, so a user-scoped key's rule
  * (owner is p, or grants contain p) is part of the index filter and a selective principal still gets
- * `top_k` hits in one round. Hits are hydrated through the document source with the principal rule in SQL
- * again (defense in depth: a payload written before grants were stored, or a case-insensitive pre-filter
- * folding the principal's case, only ever over-includes), and the search is widened until `top_k` visible
- * documents are found (or the index has no more): another principal's documents never come back.
+ * `top_k` hits in one round. Hits are hydrated through the document source, which applies the principal rule
+ * again (in SQL, or on the row in memory: its read cache, or the hit's payload where payloads are the
+ * documents as last written) — defense in depth: a payload written before grants were stored, or a
+ * case-insensitive pre-filter folding the principal's case, only ever over-includes — and the search is
+ * widened until `top_k` visible documents are found (or the index has no more): another principal's
+ * documents never come back.
  */
 import { NotFoundError, InputError } from '../../../kernel/errors.js';
 import { matchesFilter, parseFilter, type FilterNode, type Group, type ParsedFilter } from '../../../kernel/filters/filter.js';
@@ -24,7 +28,7 @@ import type { InferenceClient } from '../../../kernel/inference/client.js';
 import { defineStage, type StageContext, type StageDocument } from '../../../kernel/plugins.js';
 import { spendInference } from '../../../kernel/retrieval/budget.js';
 import { conjoinFilters } from '../../../kernel/retrieval/optimizer.js';
-import { filterView, type DocumentSource as DocumentSourceShape, type RetrievalFeature } from '../../../kernel/retrieval/documents.js';
+import { filterView, INDEX_PAYLOAD_OMITTED_FIELDS, type DocumentSource as DocumentSourceShape, type RetrievalFeature } from '../../../kernel/retrieval/documents.js';
 import { filterDefs, filterRef } from '../../../kernel/retrieval/schemas.js';
 import { DocumentSource, Inference, VectorIndex, resolve } from '../../../kernel/tokens.js';
 import type { VectorHit } from '../../../kernel/vectors/vector-index.js';
@@ -84,13 +88,27 @@ const MAX_FETCH = 10_000;
 /** Payload paths the vector index holds (processing writes them): filters on these run inside the scan. */
 const INDEXED_COLUMNS = new Set(['document_id', 'collection_id', 'root_object_id', 'source_document_id', 'processing_tier', 'owner_principal']);
 
-/** The filter with its fields as index payload paths, or undefined when a field is not in the payload. */
-function toIndexFilter(filter: ParsedFilter): ParsedFilter | undefined {
+interface IndexFilters {
+  /** What the index evaluates over its payloads. */
+  index: ParsedFilter;
+  /** The same filter on the hydrated document, when the index's answer can be a superset (fields it may lack). */
+  exact: ParsedFilter | undefined;
+}
+
+/**
+ * The filter with its fields as index payload paths, or undefined when a field is not in the payload. A
+ * payload leaves out fields too large to hold beside every vector and names them
+ * (INDEX_PAYLOAD_OMITTED_FIELDS): in the index, a condition on a field lets a document that lacks it through,
+ * whether the condition is asserted or negated, and `exact` decides on the document itself.
+ */
+function toIndexFilter(filter: ParsedFilter): IndexFilters | undefined {
   let pushable = true;
+  let onFields = false;
   const mapNode = (n: FilterNode): FilterNode => {
     if (n.kind === 'group') return mapGroup(n);
     const [root, ...rest] = n.field.split('.');
     if (INDEXED_COLUMNS.has(n.field)) return n;
+    onFields = true;
     if (root === 'fields' && rest.length > 0) return n;
     if (root === 'metadata' || root === 'created_at' || root === 'updated_at' || root === 'source_collection_id' || root === 'namespace_id') {
       pushable = false;
@@ -99,8 +117,17 @@ function toIndexFilter(filter: ParsedFilter): ParsedFilter | undefined {
     return { ...n, field: `fields.${n.field}` };
   };
   const mapGroup = (g: Group): Group => ({ kind: 'group', and: g.and.map(mapNode), or: g.or.map(mapNode), not: g.not.map(mapNode) });
-  const root = mapGroup(filter.root);
-  return pushable ? { root, caseSensitive: filter.caseSensitive } : undefined;
+  const exact = mapGroup(filter.root);
+  if (!pushable) return undefined;
+  if (!onFields) return { index: { root: exact, caseSensitive: filter.caseSensitive }, exact: undefined };
+  const lacks = (field: string): FilterNode => ({ kind: 'condition', field: INDEX_PAYLOAD_OMITTED_FIELDS, operator: 'contains', value: field.split('.')[1]! });
+  // Under an odd number of NOTs a condition is negated: `c and not lacks` negates to `not c or lacks`.
+  const widen = (n: FilterNode, negated: boolean): FilterNode => {
+    if (n.kind === 'group') return { kind: 'group', and: n.and.map((x) => widen(x, negated)), or: n.or.map((x) => widen(x, negated)), not: n.not.map((x) => widen(x, !negated)) };
+    if (!n.field.startsWith('fields.')) return n;
+    return negated ? { kind: 'group', and: [n], or: [], not: [lacks(n.field)] } : { kind: 'group', and: [], or: [n, lacks(n.field)], not: [] };
+  };
+  return { index: { root: widen(exact, false) as Group, caseSensitive: filter.caseSensitive }, exact: { root: exact, caseSensitive: filter.caseSensitive } };
 }
 
 function andFilters(a: ParsedFilter | undefined, b: ParsedFilter | undefined): ParsedFilter | undefined {
@@ -127,6 +154,15 @@ function visibleTo(principalId: string): ParsedFilter {
 
 function restrictTo(ids: readonly string[]): ParsedFilter {
   return { root: { kind: 'group', and: [{ kind: 'condition', field: 'document_id', operator: 'in', value: [...ids] }], or: [], not: [] }, caseSensitive: true };
+}
+
+/** A vector search's filters: in the index, and on the hydrated documents after it. */
+interface SearchFilters {
+  index: ParsedFilter | undefined;
+  /** The pre-filter on the document's payload paths, where the index's answer may be a superset. */
+  exact: ParsedFilter | undefined;
+  /** A pre-filter the index cannot evaluate, on the document's filter view. */
+  after: ParsedFilter | undefined;
 }
 
 class Searcher {
@@ -190,27 +226,30 @@ class Searcher {
 
   /** Top hits of one feature index, visible to the caller and passing the filters, best first. */
   async searchIndex(
-    feature: RetrievalFeature, vector: number[], topK: number, minScore: number | undefined, indexFilter: ParsedFilter | undefined, afterFilter: ParsedFilter | undefined,
-    candidateIds: ReadonlySet<string> | undefined,
+    feature: RetrievalFeature, vector: number[], topK: number, minScore: number | undefined, filters: SearchFilters, candidateIds: ReadonlySet<string> | undefined,
   ) {
     const vectors = resolve(this.ctx.container, VectorIndex);
+    // The hits' payloads when the document source can answer from them (else it reads the documents).
+    const payloads = this.documents.answersFromIndexPayloads === true;
+    const { index: indexFilter, exact, after } = filters;
     let fetch = topK;
     for (;;) {
       let hits: VectorHit[];
       try {
-        // Only ids and scores are read: the documents come from the document source below.
-        hits = await vectors.search(feature.index, { vector, limit: fetch, payloads: false, ...(indexFilter ? { filter: indexFilter } : {}) });
+        hits = await vectors.search(feature.index, { vector, limit: fetch, payloads, ...(indexFilter ? { filter: indexFilter } : {}) });
       } catch (err) {
         // A collection without documents yet has no index: nothing to find there.
         if (err instanceof NotFoundError) return [];
         throw err;
       }
       const scored = minScore === undefined ? hits : hits.filter((h) => h.score >= minScore);
-      const docs = await this.documents.getByIds(this.ctx.organizationId, [feature.collection_id], scored.map((h) => h.id), this.ctx.principalId);
+      const indexPayloads = payloads ? new Map(scored.flatMap((h) => (h.payload ? [[h.id, h.payload] as const] : []))) : undefined;
+      const docs = await this.documents.getByIds(this.ctx.organizationId, [feature.collection_id], scored.map((h) => h.id), this.ctx.principalId, indexPayloads);
       const byId = new Map(docs.map((d) => [d.document_id, d]));
+      const passes = (doc: StageDocument) => (!after || matchesFilter(after, filterView(doc))) && (!exact || matchesFilter(exact, doc.payload ?? {}));
       const kept = scored
         // Candidates too many to restrict in the index are checked here, inside the widening: top_k is still exact.
-        .filter((h) => byId.has(h.id) && (!candidateIds || candidateIds.has(h.id)) && (!afterFilter || matchesFilter(afterFilter, filterView(byId.get(h.id)!))))
+        .filter((h) => byId.has(h.id) && (!candidateIds || candidateIds.has(h.id)) && passes(byId.get(h.id)!))
         .map((h) => ({ id: h.id, score: h.score, doc: byId.get(h.id)! }));
       const exhausted = hits.length < fetch || scored.length < hits.length || fetch >= MAX_FETCH;
       if (kept.length >= topK || exhausted) return kept.slice(0, topK);
@@ -325,7 +364,8 @@ export default defineStage<FeatureSearchParameters>({
     // After an earlier stage, only its documents are ranked (in the index when the list is small).
     const within = candidates && candidates.length <= 1000 ? restrictTo(candidates.map((d) => d.document_id)) : undefined;
     const candidateIds = candidates ? new Set(candidates.map((d) => d.document_id)) : undefined;
-    const indexFilter = andFilters(andFilters(pushed, within), ctx.principalId ? visibleTo(ctx.principalId) : undefined);
+    const indexFilter = andFilters(andFilters(pushed?.index, within), ctx.principalId ? visibleTo(ctx.principalId) : undefined);
+    const filters: SearchFilters = { index: indexFilter, exact: pushed?.exact, after: afterFilter };
 
     const searcher = new Searcher(ctx);
     const hydrated = new Map<string, StageDocument>();
@@ -352,7 +392,7 @@ export default defineStage<FeatureSearchParameters>({
       for (const feature of matching) {
         const vector = await searcher.vectorFor(search, feature, i);
         if (!vector) continue;
-        const hits = await searcher.searchIndex(feature, vector, topK, search.min_score, indexFilter, afterFilter, within ? undefined : candidateIds);
+        const hits = await searcher.searchIndex(feature, vector, topK, search.min_score, filters, within ? undefined : candidateIds);
         merged.push(...hits);
       }
       merged.sort((a, b) => b.score - a.score || (a.id < b.id ? -1 : 1));

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { VectorIndex } from '../../../kernel/tokens.js';
 import { featureIndexName } from '../../../kernel/vectors/naming.js';
 import { Documents } from '../../../plugins/resources/collections/index.js';
-import { vectorPayload } from '../../../plugins/resources/collections/processing/processor.js';
+import { vectorPayload } from '../../../plugins/resources/collections/vector-payload.js';
 import stage from '../../../plugins/stages/feature_search/index.js';
 import { CONTRACT_FEATURE_URI, contractVector, runStageContract, startStageWorld, type StageWorld } from '../../support/stage-contract.js';
 
@@ -116,5 +116,37 @@ describe('feature_search edge cases', () => {
     } finally {
       search.mockRestore();
     }
+  });
+
+  it('never loses a document to a pre_filter on a field too large for the index payload (long text, lists)', async () => {
+    const base = world.documents[0]!;
+    const collectionId = base.collection_id!;
+    const { organizationId, namespace } = world.context(null, 0);
+    const index = featureIndexName(collectionId, 'text_embedding');
+    const vectors = world.t.kernel.services.get(VectorIndex);
+    const query = contractVector(200);
+    const write = async (key: string, fields: Record<string, unknown>, nudge: number) => {
+      const row = await world.t.kernel.services.get(Documents).upsert({
+        organizationId, namespaceId: namespace.id, collectionId, sourceKey: key, rootObjectId: null, sourceCollectionId: null, sourceDocumentId: null,
+        processingTier: 0, fields: { category: 'large-fields', ...fields }, ownerPrincipal: null, grants: [],
+      });
+      const payload = vectorPayload(row);
+      await vectors.upsert(index, [{ id: row.document_id, vector: query.map((x, j) => x + (j === nudge ? 0.01 : 0)), payload }]);
+      return { id: row.document_id, payload };
+    };
+    const { id: long, payload } = await write('long-with-needle', { body: `${'x'.repeat(3000)} needle`, tags: ['red', 'green'] }, 1);
+    const { id: longOther } = await write('long-without', { body: 'y'.repeat(3000), tags: ['blue'] }, 2);
+    const { id: short } = await write('short-with-needle', { body: 'a needle', tags: 'red' }, 3);
+    // The payload names what it leaves out (fields in jsonb's key order: shorter first).
+    expect(payload).toMatchObject({ fields: { category: 'large-fields' }, omitted_fields: ['body', 'tags'] });
+
+    const found = async (conditions: Record<string, unknown>) =>
+      (await stage.run(world.context(null, 0), [], { searches: [{ feature_uri: CONTRACT_FEATURE_URI, query: { vector: query }, top_k: 3 }], pre_filters: { AND: [{ field: 'category', operator: 'eq', value: 'large-fields' }], ...conditions } }))
+        .map((d) => d.document_id).sort();
+    expect(await found({ OR: [{ field: 'body', operator: 'contains', value: 'needle' }] })).toEqual([long, short].sort());
+    expect(await found({ OR: [{ field: 'fields.tags', operator: 'contains', value: 'red' }] })).toEqual([long, short].sort());
+    expect(await found({ NOT: [{ field: 'body', operator: 'contains', value: 'needle' }] })).toEqual([longOther]);
+    expect(await found({ NOT: [{ field: 'tags', operator: 'contains', value: 'green' }] })).toEqual([longOther, short].sort());
+    expect(await found({ OR: [{ field: 'body', operator: 'exists' }] })).toEqual([long, longOther, short].sort());
   });
 });

@@ -34,6 +34,7 @@ import type { VectorIndex, VectorRecord } from '../../../../kernel/vectors/vecto
 import type { DocumentChanges } from '../document-changes.js';
 import type { DocumentRow, DocumentStore, DocumentWrite } from '../document-store.js';
 import type { CollectionRow, CollectionStore } from '../store.js';
+import { vectorPayload } from '../vector-payload.js';
 import { resolveTiers, type PlanNode } from './plan.js';
 import { mapInputs, recordFromDocument, recordFromObject, type InlineBlob, type SourceRecord } from './records.js';
 import { StageClock } from './stage-clock.js';
@@ -746,30 +747,6 @@ class PrefetchedBlobs {
       if (ref) this.held.delete(ref.key);
     }
   }
-}
-
-/**
- * Scalar fields, metadata, lineage and who may read the document go beside each vector, so vector search
- * can filter (principals included) without a join. Documents written directly get the same payload.
- */
-export function vectorPayload(row: DocumentRow): Record<string, unknown> {
-  const fields: Record<string, unknown> = {};
-  for (const [name, value] of Object.entries(row.fields)) {
-    if (value === null || typeof value === 'number' || typeof value === 'boolean' || (typeof value === 'string' && value.length <= 1024)) fields[name] = value;
-  }
-  return {
-    organization_id: row.organization_id,
-    namespace_id: row.namespace_id,
-    collection_id: row.collection_id,
-    document_id: row.document_id,
-    root_object_id: row.root_object_id,
-    source_document_id: row.source_document_id,
-    processing_tier: row.processing_tier,
-    owner_principal: row.owner_principal,
-    grants: row.grants,
-    metadata: row.metadata,
-    fields,
-  };
 }
 
 /** Ids of the documents a call wrote, not yet announced. */

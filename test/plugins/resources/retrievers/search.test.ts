@@ -65,6 +65,11 @@ describe('feature_search end to end', () => {
     expect(docs[0]!.payload.fields.text).toBe('The crust forms in a hot oven.');
     expect(docs[0]!.score).toBeGreaterThan(docs[1]!.score);
     expect(run.body.stage_statistics.stages.search).toMatchObject({ inference_calls: 1, credits: 1, output_count: 3 });
+    // A batch wrote these chunks: each hit is the document a read of it returns, to the key order and the millisecond.
+    for (const doc of docs) {
+      const read = await api('GET', `/v1/collections/chunks/documents/${doc.document_id}`);
+      expect(JSON.stringify((doc as unknown as { payload: unknown }).payload)).toBe(JSON.stringify(read.body));
+    }
 
     const night = await api('POST', '/v1/retrievers/passages/execute', { inputs: { query: 'lamps turn all night', k: 1 } });
     expect(texts(night.body.documents)).toEqual(['Their lamps turn all night.']);
