@@ -106,7 +106,7 @@ class Connection {
       this.waiting = { resolve, reject };
       this.socket.write(bytes);
     });
-    if (answer.status !== 200) throw new Error('HTTP ' + answer.status + ': ' + answer.text.slice(0, 300));
+    if (answer.status < 200 || answer.status > 299) throw new Error('HTTP ' + answer.status + ': ' + answer.text.slice(0, 300));
     return answer.text;
   }
   close() {
@@ -169,6 +169,25 @@ parentPort.on('message', async (job) => {
         await new Promise((r) => setTimeout(r, job.intervalMs));
       }
     }
+    if (job.kind === 'posts') {
+      // Each body once, job.inFlight at a time: the seconds from the first request to the last answer, and
+      // the values at job.pick of each answer's results, in the order of the bodies.
+      const requests = job.bodies.map((body) => requestBytes(job.url, job.headers, body));
+      const found = new Array(requests.length);
+      let next = 0;
+      const t0 = performance.now();
+      await Promise.all(Array.from({ length: Math.min(job.inFlight, requests.length) }, async () => {
+        const connection = new Connection(job.url);
+        while (next < requests.length) {
+          const i = next++;
+          const text = await connection.request(requests[i]);
+          found[i] = JSON.parse(text).results.map((r) => job.pick.reduce((v, k) => (v == null ? v : v[k]), r));
+        }
+        connection.close();
+      }));
+      parentPort.postMessage({ ok: true, seconds: (performance.now() - t0) / 1000, found });
+      return;
+    }
     if (job.kind === 'latencies') {
       const times = [], found = [];
       const connection = new Connection(job.url);
@@ -223,6 +242,14 @@ export class HttpLoad {
     const out = await this.run<{ times: number[]; found: number[][] }>({ kind: 'latencies', ...this.job(route, bodies), pick });
     const times = [...out.times].sort((a, b) => a - b);
     return { p50: pct(times, 50), p95: pct(times, 95), found: out.found.map((row) => row.map(Number)), times: out.times };
+  }
+
+  /**
+   * Each body posted once, `inFlight` requests at a time: the seconds from the first request to the last
+   * answer (timed in the worker), and for each body the values at `pick` of its answer's `results`.
+   */
+  async posts(route: string, bodies: readonly unknown[], inFlight: number, pick: readonly string[]): Promise<{ seconds: number; found: unknown[][] }> {
+    return this.run<{ seconds: number; found: unknown[][] }>({ kind: 'posts', ...this.job(route, bodies), inFlight, pick });
   }
 
   /** Requests per second with `clients` requests in flight for `seconds`, cycling through the bodies. */
