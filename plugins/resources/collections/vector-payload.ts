@@ -50,15 +50,18 @@ export function vectorPayload(row: DocumentRow): Record<string, unknown> {
   };
 }
 
+const ASCII = /^[\x00-\x7f]*$/;
+
 /** Orders a jsonb object's keys: shorter first, then by their UTF-8 bytes. */
 function jsonbKeyOrder(a: string, b: string): number {
-  const ascii = /^[\x00-\x7f]*$/;
-  if (ascii.test(a) && ascii.test(b)) return a.length - b.length || (a < b ? -1 : a > b ? 1 : 0);
+  if (ASCII.test(a) && ASCII.test(b)) return a.length - b.length || (a < b ? -1 : a > b ? 1 : 0);
   return Buffer.byteLength(a) - Buffer.byteLength(b) || Buffer.compare(Buffer.from(a), Buffer.from(b));
 }
 
+/** The keys in jsonb's order: as given when they already are (rows read back from the database). */
 function inJsonbOrder(keys: string[]): string[] {
-  return keys.sort(jsonbKeyOrder);
+  for (let i = 1; i < keys.length; i++) if (jsonbKeyOrder(keys[i - 1]!, keys[i]!) > 0) return keys.sort(jsonbKeyOrder);
+  return keys;
 }
 
 /**
@@ -68,8 +71,10 @@ function inJsonbOrder(keys: string[]): string[] {
 function jsonbOrdered(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(jsonbOrdered);
   if (typeof value !== 'object' || value === null) return value;
+  const keys = Object.keys(value);
+  if (keys.length === 0) return value;
   const out: Record<string, unknown> = {};
-  for (const key of inJsonbOrder(Object.keys(value))) {
+  for (const key of inJsonbOrder(keys)) {
     const v = (value as Record<string, unknown>)[key];
     if (v !== undefined) out[key] = jsonbOrdered(v);
   }
