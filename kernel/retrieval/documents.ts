@@ -60,6 +60,11 @@ export interface DocumentVectorQuery {
  * then runs on the document itself.
  */
 export const INDEX_PAYLOAD_OMITTED_FIELDS = 'omitted_fields';
+/**
+ * A payload key every payload written since payloads name what they leave out has. One without it (an
+ * index written before) may lack any field: a filter in the index lets it through, and the exact filter decides.
+ */
+export const INDEX_PAYLOAD_CURRENT_MARK = 'updated_at';
 
 export interface DocumentSource {
   /**

@@ -28,7 +28,7 @@ import type { InferenceClient } from '../../../kernel/inference/client.js';
 import { defineStage, type StageContext, type StageDocument } from '../../../kernel/plugins.js';
 import { spendInference } from '../../../kernel/retrieval/budget.js';
 import { conjoinFilters } from '../../../kernel/retrieval/optimizer.js';
-import { filterView, INDEX_PAYLOAD_OMITTED_FIELDS, type DocumentSource as DocumentSourceShape, type RetrievalFeature } from '../../../kernel/retrieval/documents.js';
+import { filterView, INDEX_PAYLOAD_CURRENT_MARK, INDEX_PAYLOAD_OMITTED_FIELDS, type DocumentSource as DocumentSourceShape, type RetrievalFeature } from '../../../kernel/retrieval/documents.js';
 import { filterDefs, filterRef } from '../../../kernel/retrieval/schemas.js';
 import { DocumentSource, Inference, VectorIndex, resolve } from '../../../kernel/tokens.js';
 import type { VectorHit } from '../../../kernel/vectors/vector-index.js';
@@ -120,7 +120,14 @@ function toIndexFilter(filter: ParsedFilter): IndexFilters | undefined {
   const exact = mapGroup(filter.root);
   if (!pushable) return undefined;
   if (!onFields) return { index: { root: exact, caseSensitive: filter.caseSensitive }, exact: undefined };
-  const lacks = (field: string): FilterNode => ({ kind: 'condition', field: INDEX_PAYLOAD_OMITTED_FIELDS, operator: 'contains', value: field.split('.')[1]! });
+  // The payload left the field out, or is older than payloads that say so.
+  const lacks = (field: string): FilterNode => ({
+    kind: 'group', and: [], not: [],
+    or: [
+      { kind: 'condition', field: INDEX_PAYLOAD_OMITTED_FIELDS, operator: 'contains', value: field.split('.')[1]! },
+      { kind: 'condition', field: INDEX_PAYLOAD_CURRENT_MARK, operator: 'exists', value: false },
+    ],
+  });
   // Under an odd number of NOTs a condition is negated: `c and not lacks` negates to `not c or lacks`.
   const widen = (n: FilterNode, negated: boolean): FilterNode => {
     if (n.kind === 'group') return { kind: 'group', and: n.and.map((x) => widen(x, negated)), or: n.or.map((x) => widen(x, negated)), not: n.not.map((x) => widen(x, !negated)) };

@@ -148,5 +148,18 @@ describe('feature_search edge cases', () => {
     expect(await found({ NOT: [{ field: 'body', operator: 'contains', value: 'needle' }] })).toEqual([longOther]);
     expect(await found({ NOT: [{ field: 'tags', operator: 'contains', value: 'green' }] })).toEqual([longOther, short].sort());
     expect(await found({ OR: [{ field: 'body', operator: 'exists' }] })).toEqual([long, longOther, short].sort());
+
+    // A payload written before payloads named what they leave out: its long field is simply missing.
+    const older = await world.t.kernel.services.get(Documents).upsert({
+      organizationId, namespaceId: namespace.id, collectionId, sourceKey: 'older-long-with-needle', rootObjectId: null, sourceCollectionId: null, sourceDocumentId: null,
+      processingTier: 0, fields: { category: 'large-fields', body: `${'x'.repeat(3000)} needle` }, ownerPrincipal: null, grants: [],
+    });
+    const { omitted_fields: _omitted, created_at: _created, updated_at: _updated, source_key: _key, ...olderPayload } = vectorPayload(older);
+    await vectors.upsert(index, [{ id: older.document_id, vector: query.map((x, j) => x + (j === 4 ? 0.01 : 0)), payload: olderPayload }]);
+    const withOlder = async (conditions: Record<string, unknown>) =>
+      (await stage.run(world.context(null, 0), [], { searches: [{ feature_uri: CONTRACT_FEATURE_URI, query: { vector: query }, top_k: 4 }], pre_filters: { AND: [{ field: 'category', operator: 'eq', value: 'large-fields' }], ...conditions } }))
+        .map((d) => d.document_id).sort();
+    expect(await withOlder({ OR: [{ field: 'body', operator: 'contains', value: 'needle' }] })).toEqual([long, short, older.document_id].sort());
+    expect(await withOlder({ NOT: [{ field: 'body', operator: 'contains', value: 'needle' }] })).toEqual([longOther]);
   });
 });
