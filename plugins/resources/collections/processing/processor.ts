@@ -536,16 +536,14 @@ export class DocumentProcessor implements CollectionProcessor {
   /** `replace`: documents a record produced before but not this time are removed, with their vectors. */
   private async removeStale(collection: CollectionRow, pending: PendingWrite[], records: SourceRecord[]): Promise<void> {
     const keep = pending.map((p) => p.write.sourceKey);
-    const features = this.featuresOf(collection);
     for (const config of collection.feature_extractors.filter((c) => c.document_output_handling === 'replace')) {
       for (const record of records) {
         const prefix = `${record.id}/${config.feature_extractor_name}/`;
         const removed = await this.deps.documents.deleteStale(collection.collection_id, prefix, keep.filter((k) => k.startsWith(prefix)));
         if (removed.length === 0) continue;
-        for (const feature of features) {
-          const name = featureIndexName(collection.collection_id, feature);
-          if (this.ensured.has(name)) await this.deps.vectors.delete(name, removed);
-        }
+        // From every feature index, whether or not this run wrote to it: a vector left behind would keep
+        // a removed document in searches (answered from its payload where payloads stand for documents).
+        await this.forgetDocuments(collection, removed);
         await this.deps.changes?.changed(collection, 'document.deleted', removed);
       }
     }
