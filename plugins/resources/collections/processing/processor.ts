@@ -517,6 +517,7 @@ export class DocumentProcessor implements CollectionProcessor {
         byIndex.set(name, entry);
       }
     }
+    await this.dropAbsentFeatures(collection, pending, idByKey);
     for (const [name, { spec, records: vectors }] of byIndex) {
       if (!this.ensured.has(name)) {
         await this.deps.vectors.ensureIndex({ name, ...spec });
@@ -530,6 +531,30 @@ export class DocumentProcessor implements CollectionProcessor {
         await this.deps.vectors.ensureIndex({ name, ...spec });
         await this.deps.vectors.upsert(name, vectors);
       }
+    }
+  }
+
+  /**
+   * A document written again without a feature it had (an optional one, absent this time) leaves that
+   * feature's index: its old vector would keep it in that feature's searches, with what it held before.
+   */
+  private async dropAbsentFeatures(collection: CollectionRow, pending: PendingWrite[], rowByKey: ReadonlyMap<string, DocumentRow>): Promise<void> {
+    const features = this.featuresOf(collection);
+    const absent = new Map<string, string[]>();
+    for (const p of pending) {
+      const row = rowByKey.get(p.write.sourceKey)!;
+      // Written for the first time (an upsert keeps created_at): no vector to drop.
+      if (new Date(row.created_at).getTime() === new Date(row.updated_at).getTime()) continue;
+      for (const feature of features) {
+        if (feature in p.features) continue;
+        const name = featureIndexName(collection.collection_id, feature);
+        absent.set(name, [...(absent.get(name) ?? []), row.document_id]);
+      }
+    }
+    for (const [name, ids] of absent) {
+      await this.deps.vectors.delete(name, ids).catch((err: unknown) => {
+        if (!(err instanceof NotFoundError)) throw err;
+      });
     }
   }
 

@@ -11,7 +11,7 @@ import { featureIndexName } from '../../../../kernel/vectors/naming.js';
 import builtins from '../../../../plugins/index.js';
 import { startTestKernel, type TestKernel } from '../../../support/kernel.js';
 
-/** As many documents as the object's metadata says (`parts`), each with a 4-d vector. */
+/** As many documents as the object's metadata says (`parts`), each with a 4-d vector unless it says `vectors: false`. */
 const partsExtractor = defineExtractor({
   name: 'parts_extractor',
   version: '1.0',
@@ -19,11 +19,13 @@ const partsExtractor = defineExtractor({
   accepts: ['text/*'],
   inputs: [{ name: 'text', type: 'text', required: true }],
   parameters: { type: 'object', additionalProperties: false, properties: {} },
-  features: [{ name: 'vec', dims: 4, distance: 'cosine', model: 'none' }],
+  features: [{ name: 'vec', dims: 4, distance: 'cosine', model: 'none', optional: true }],
   fields: { type: 'object', additionalProperties: false, required: ['part'], properties: { part: { type: 'integer' } } },
   async *extract(_ctx, input) {
     const parts = Number(input.fields.parts ?? 0);
-    for (let part = 0; part < parts; part++) yield { key: `part-${part}`, fields: { part }, features: { vec: [1, part + 1, 0.5, 0.25] } };
+    for (let part = 0; part < parts; part++) {
+      yield { key: `part-${part}`, fields: { part }, ...(input.fields.vectors === false ? {} : { features: { vec: [1, part + 1, 0.5, 0.25] } }) };
+    }
   },
 });
 
@@ -72,5 +74,33 @@ describe('documents a record no longer produces', () => {
     });
     expect(search.status, search.text).toBe(200);
     expect(search.body.documents).toEqual([]);
+  });
+
+  it("leave a feature's index when written again without that feature", async () => {
+    const created = await api('POST', '/v1/buckets/notes/objects', { key: 'b.txt', metadata: { parts: 1 }, blobs: [{ property: 'content', text: 'one part' }] });
+    expect(created.status, created.text).toBe(201);
+    const objectId = created.body.object_id as string;
+    const collection = await api('POST', '/v1/collections/create', {
+      collection_name: 'optional', source: { type: 'bucket', bucket_id: 'notes' }, feature_extractors: [{ feature_extractor_name: 'parts_extractor' }],
+    });
+    expect(collection.status, collection.text).toBe(201);
+    const collectionId = collection.body.collection_id as string;
+    const organizationId = (await api('GET', '/v1/me')).body.organization.organization_id as string;
+    const processor = t.kernel.services.get(CollectionProcessor);
+    const run = () => processor.process({ organizationId, collectionId, recordIds: [objectId], processingTier: 0, origin: 'test' });
+    const search = async () => (await api('POST', '/v1/retrievers/execute', {
+      collection_identifiers: ['optional'], input_schema: {}, inputs: {},
+      stages: [{ stage_name: 's', config: { stage_id: 'feature_search', parameters: { searches: [{ feature_uri: 'tessera://parts_extractor@1.0/vec', query: { vector: [1, 1, 0.5, 0.25] }, top_k: 5 }] } } }],
+    })).body.documents as Array<{ document_id: string }>;
+
+    expect((await run()).documents_written).toBe(1);
+    const [found] = await search();
+    expect(found).toBeDefined();
+    expect((await api('PATCH', `/v1/buckets/notes/objects/${objectId}`, { metadata: { parts: 1, vectors: false } })).status).toBe(200);
+    await new Promise((resolve) => setTimeout(resolve, 5)); // a later updated_at than created_at
+    expect((await run()).documents_written).toBe(1);
+    // The document is still there (written again), but no longer in the vector feature's searches.
+    expect((await api('GET', `/v1/collections/optional/documents/${found!.document_id}`)).status).toBe(200);
+    expect(await search()).toEqual([]);
   });
 });
