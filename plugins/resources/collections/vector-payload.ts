@@ -15,9 +15,6 @@ import type { DocumentRow } from './document-store.js';
 /** Longest string field kept in a payload (payloads of one index are held in memory by the in-process index). */
 const MAX_PAYLOAD_STRING = 1024;
 
-/** The payload key listing the fields a payload lacks (filters cannot name it: they name fields and columns). */
-const OMITTED_FIELDS = INDEX_PAYLOAD_OMITTED_FIELDS;
-
 export function vectorPayload(row: DocumentRow): Record<string, unknown> {
   const fields: Record<string, unknown> = {};
   let omitted: string[] | undefined;
@@ -44,7 +41,7 @@ export function vectorPayload(row: DocumentRow): Record<string, unknown> {
     grants: row.grants,
     metadata: jsonbOrdered(row.metadata),
     fields,
-    ...(omitted ? { [OMITTED_FIELDS]: omitted } : {}),
+    ...(omitted ? { [INDEX_PAYLOAD_OMITTED_FIELDS]: omitted } : {}),
     created_at: iso(row.created_at),
     updated_at: iso(row.updated_at),
   };
@@ -90,7 +87,7 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
  * written before payloads carried whole documents (no timestamps).
  */
 export function documentFromPayload(payload: Record<string, unknown> | undefined): DocumentRow | undefined {
-  if (!payload || payload[OMITTED_FIELDS] !== undefined) return undefined;
+  if (!payload || payload[INDEX_PAYLOAD_OMITTED_FIELDS] !== undefined) return undefined;
   const p = payload;
   if (!isString(p.document_id) || !isString(p.organization_id) || !isString(p.namespace_id) || !isString(p.collection_id) || !isString(p.source_key)) return undefined;
   if (!isNullableString(p.root_object_id) || !isNullableString(p.source_collection_id) || !isNullableString(p.source_document_id) || !isNullableString(p.owner_principal)) return undefined;

@@ -305,13 +305,15 @@ export class DocumentProcessor implements CollectionProcessor {
   /** Removes deleted documents' vectors from every feature index of their collection. */
   async forgetDocuments(collection: CollectionRow, documentIds: readonly string[]): Promise<void> {
     if (documentIds.length === 0) return;
-    for (const feature of this.featuresOf(collection)) {
-      try {
-        await this.deps.vectors.delete(featureIndexName(collection.collection_id, feature), [...documentIds]);
-      } catch (err) {
-        // A feature never written (e.g. OCR text of a collection with OCR off) has no index: nothing to forget.
-        if (!(err instanceof NotFoundError)) throw err;
-      }
+    for (const feature of this.featuresOf(collection)) await this.deleteVectors(featureIndexName(collection.collection_id, feature), documentIds);
+  }
+
+  private async deleteVectors(index: string, documentIds: readonly string[]): Promise<void> {
+    try {
+      await this.deps.vectors.delete(index, [...documentIds]);
+    } catch (err) {
+      // A feature never written (e.g. OCR text of a collection with OCR off) has no index: nothing to forget.
+      if (!(err instanceof NotFoundError)) throw err;
     }
   }
 
@@ -461,11 +463,7 @@ export class DocumentProcessor implements CollectionProcessor {
     if (collection.feature_extractors.some((c) => c.document_output_handling === 'replace')) {
       await clock.time('write:vectors', () => this.removeStale(collection, pending, records));
     }
-    for (const row of rows) {
-      // An upsert keeps a document's created_at: the rows written now for the first time have it equal to updated_at.
-      const created = new Date(row.created_at).getTime() === new Date(row.updated_at).getTime();
-      (created ? written.created : written.updated).push(row.document_id);
-    }
+    for (const row of rows) (writtenFirstTime(row) ? written.created : written.updated).push(row.document_id);
     return rows.length;
   }
 
@@ -543,19 +541,16 @@ export class DocumentProcessor implements CollectionProcessor {
     const absent = new Map<string, string[]>();
     for (const p of pending) {
       const row = rowByKey.get(p.write.sourceKey)!;
-      // Written for the first time (an upsert keeps created_at): no vector to drop.
-      if (new Date(row.created_at).getTime() === new Date(row.updated_at).getTime()) continue;
+      if (writtenFirstTime(row)) continue; // no vector to drop
       for (const feature of features) {
         if (feature in p.features) continue;
         const name = featureIndexName(collection.collection_id, feature);
-        absent.set(name, [...(absent.get(name) ?? []), row.document_id]);
+        const ids = absent.get(name) ?? [];
+        ids.push(row.document_id);
+        absent.set(name, ids);
       }
     }
-    for (const [name, ids] of absent) {
-      await this.deps.vectors.delete(name, ids).catch((err: unknown) => {
-        if (!(err instanceof NotFoundError)) throw err;
-      });
-    }
+    for (const [name, ids] of absent) await this.deleteVectors(name, ids);
   }
 
   /** `replace`: documents a record produced before but not this time are removed, with their vectors. */
@@ -770,6 +765,11 @@ class PrefetchedBlobs {
       if (ref) this.held.delete(ref.key);
     }
   }
+}
+
+/** An upsert keeps a document's created_at: a row written now for the first time has it equal to updated_at. */
+function writtenFirstTime(row: DocumentRow): boolean {
+  return new Date(row.created_at).getTime() === new Date(row.updated_at).getTime();
 }
 
 /** Ids of the documents a call wrote, not yet announced. */
