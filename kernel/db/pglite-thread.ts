@@ -13,6 +13,7 @@ import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
 import { DATA_THREAD_LIMITS } from '../thread-entry.js';
+import { withArrayLiterals } from './array-literal.js';
 
 export interface PgliteThreadOptions {
   /** Data folder; in memory when absent. */
@@ -272,7 +273,7 @@ export class PgliteClient {
   }
 
   query(sql: string, params?: unknown[], options?: Record<string, unknown>): Promise<PgliteQueryResult> {
-    return this.send({ op: 'query', sql, params, options }) as Promise<PgliteQueryResult>;
+    return this.send({ op: 'query', sql, params: withArrayLiterals(params), options }) as Promise<PgliteQueryResult>;
   }
 
   exec(sql: string): Promise<PgliteQueryResult[]> {
