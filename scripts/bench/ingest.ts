@@ -1,7 +1,8 @@
 /**
- * `tsx scripts/bench/ingest.ts [texts] [images]` (defaults 10000 and 1000): objects per second end to end —
+ * `tsx scripts/bench/ingest.ts [texts] [images] [ocr-images]` (defaults 10000, 1000 and 0): objects per second end to end —
  * objects created through the API (`POST /objects/bulk`), one batch submitted, every document and vector written — for short
- * texts (text_extractor) and 256×256 JPEGs (image_extractor), beside, in the same run: the bare model calls on
+ * texts (text_extractor), 256×256 JPEGs (image_extractor, OCR off) and 256×256 JPEGs with two short lines of
+ * text (image_extractor with OCR), beside, in the same run: the bare model calls on
  * the same inputs (in process, and through the gRPC inference workers), a bare bulk insert of the same
  * documents and vectors straight into the stores (the floor for writes), and the p99 latency of
  * `GET /v1/me` while idle and while the batch runs (does batch work leave the API responsive?), timed by a
@@ -30,11 +31,13 @@ import builtins from '../../plugins/index.js';
 import { Documents } from '../../plugins/resources/collections/index.js';
 import { createHashedNgramTextModel } from '../../plugins/models/hashed-ngram-text/index.js';
 import imageDescriptor from '../../plugins/models/image-descriptor/index.js';
+import { createPaddleOcrModel } from '../../plugins/models/paddle-ocr/index.js';
 import { HttpLoad } from './http-load.js';
 import { threadCpuLines, threadTicks } from './thread-cpu.js';
 
 const textCount = Number(process.argv[2] ?? 10_000);
 const imageCount = Number(process.argv[3] ?? 1_000);
+const ocrImageCount = Number(process.argv[4] ?? 0);
 const home = await mkdtemp(path.join(os.tmpdir(), 'tessera-bench-ingest-'));
 const adminKey = `svc_sk_bench_${'i'.repeat(47)}`;
 const pluginsModule = fileURLToPath(new URL('../../plugins/index.ts', import.meta.url));
@@ -78,6 +81,16 @@ async function jpeg(i: number): Promise<Buffer> {
     <circle cx="${64 + (i % 128)}" cy="128" r="${20 + (i % 60)}" fill="rgb(${b},${r},${g})"/>
     <rect x="20" y="${(i * 5) % 200}" width="200" height="24" fill="rgb(${g},${b},${r})"/></svg>`;
   return sharp(Buffer.from(svg)).jpeg({ quality: 85 }).toBuffer();
+}
+
+/** A 256×256 JPEG with two short lines of dark text on a light ground (what an image collection with OCR sees). */
+async function textJpeg(i: number): Promise<Buffer> {
+  const word = (k: number) => WORDS[(i * 5 + k * 11) % WORDS.length]!;
+  const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="256" height="256">
+    <rect width="256" height="256" fill="rgb(${245 - (i % 20)},${245 - (i % 13)},235)"/>
+    <text x="16" y="60" font-family="DejaVu Sans" font-size="30" fill="#111">${word(0)} ${word(1)}</text>
+    <text x="16" y="108" font-family="DejaVu Sans" font-size="30" fill="#111">${word(2)}</text></svg>`;
+  return sharp(Buffer.from(svg)).jpeg({ quality: 88 }).toBuffer();
 }
 
 async function ingest(
@@ -334,6 +347,33 @@ try {
       async (i) => ({ property: 'content', base64: images[i]!.toString('base64') }),
     );
     report('256×256 JPEGs (image_extractor: descriptor + thumbnail; OCR off)', imageCount, result, { inProcess: bareInProcess, workers: bareWorkers, insert, meIdle });
+  }
+
+  if (ocrImageCount > 0) {
+    const images = await Promise.all(Array.from({ length: ocrImageCount }, (_, i) => textJpeg(i)));
+    // The bare model here is OCR alone (the extractor's descriptor and thumbnail come on top of it).
+    const model = createPaddleOcrModel();
+    await model.load();
+    let t0 = performance.now();
+    await model.infer(images);
+    const bareInProcess = images.length / ((performance.now() - t0) / 1000);
+    await inference.ocr('paddle-ocr', images.slice(0, 2));
+    t0 = performance.now();
+    await Promise.all(images.map((image) => inference.ocr('paddle-ocr', [image])));
+    const bareWorkers = images.length / ((performance.now() - t0) / 1000);
+    const insert = await bareInsert('ocr-floor', { feature_extractor_name: 'image_extractor' }, 'image_embedding', ocrImageCount, (i) => ({
+      width: 256, height: 256, format: 'jpeg', size_bytes: images[i]!.length, dominant_colours: ['#000000'], ocr_text: 'river stone\nlamp',
+      thumbnail: { storage_key: `floor/${i}`, content_type: 'image/jpeg', size_bytes: 1 },
+    }), () => Array.from({ length: 256 }, (_, k) => Math.sin(k)));
+    const meIdle = await idleMe(200);
+    const result = await ingest(
+      'ocr-images',
+      { collection_name: 'pictures-with-text', feature_extractors: [{ feature_extractor_name: 'image_extractor', parameters: { enable_ocr: true } }] },
+      ocrImageCount,
+      100,
+      async (i) => ({ property: 'content', base64: images[i]!.toString('base64') }),
+    );
+    report('256×256 JPEGs with two lines of text (image_extractor with OCR: paddle-ocr, descriptor, thumbnail)', ocrImageCount, result, { inProcess: bareInProcess, workers: bareWorkers, insert, meIdle });
   }
 } finally {
   await meClient.close();

@@ -185,7 +185,7 @@ const fmt = (f: Figures | null) =>
   f
     ? `${f.perSecond.toFixed(1).padStart(8)} /s ${f.cpuMs.toFixed(0).padStart(8)} ms ${(f.accuracy * 100).toFixed(1).padStart(8)} % ${(f.accuracyNoSpaces * 100).toFixed(1).padStart(8)} %`
     : '       (not installed)';
-console.log(`${cores} cores; paddle-ocr with ${process.env[MODEL_THREADS_ENV]} onnxruntime runs side by side; ${tesseract ?? 'tesseract not installed (apt-get install -y tesseract-ocr)'}`);
+console.log(`${cores} cores; paddle-ocr with ${process.env[MODEL_THREADS_ENV]} reader threads; ${tesseract ?? 'tesseract not installed (apt-get install -y tesseract-ocr)'}`);
 console.log(`${'set'.padEnd(30)} ${'engine'.padEnd(26)} ${'pictures/s'.padStart(11)} ${'CPU/pic'.padStart(11)} ${'chars right'.padStart(10)} ${'no spaces'.padStart(10)}`);
 for (const [name, samples] of [
   [`${pictureCount} × 256×256 JPEG`, pictures],

@@ -25,7 +25,8 @@ interface ModelFiles {
 /**
  * onnxruntime settings for both sessions: one thread per run, not spinning. onnxruntime-node runs a session
  * synchronously on its JavaScript thread, and threads inside a run bought no speed on these models (two
- * threads: the same pictures/s for 40 % more CPU), so several cores take several worker processes.
+ * threads: the same pictures/s for 40 % more CPU), so several cores take several reader threads
+ * (./reader-threads.ts), each with an engine of its own.
  * The memory arena is off: detection's buffers follow each picture's size, and an arena
  * keeps the largest ever seen.
  */

@@ -10,27 +10,53 @@
  * An image that cannot be decoded fails the call with an InputError naming its index.
  */
 import { InputError } from '../../../kernel/errors.js';
+import { modelThreads } from '../../../kernel/inference/model-io.js';
 import { defineModel, type ModelPlugin } from '../../../kernel/plugins.js';
-import { openOcrEngine, type OcrEngine } from './engine.js';
 import { toOcrResult, type OcrResult } from './lines.js';
 import { prepareImage, type PreparedImage, type SharpFactory } from './prepare.js';
+import { openReaderThreads, type ReaderThreads } from './reader-threads.js';
 
 export { MAX_SIDE } from './prepare.js';
 export { toOcrResult, type OcrResult } from './lines.js';
 
 interface Loaded {
-  engine: OcrEngine;
+  readers: ReaderThreads;
   sharp: SharpFactory;
+  /** Calls that may be under way at once: one per reader thread, and one more being decoded. */
+  calls: Gate;
+}
+
+/** At most `limit` holders at once; the others wait their turn in order. */
+class Gate {
+  private held = 0;
+  private readonly waiting: Array<() => void> = [];
+
+  constructor(private readonly limit: number) {}
+
+  async run<T>(work: () => Promise<T>): Promise<T> {
+    if (this.held >= this.limit) await new Promise<void>((resolve) => this.waiting.push(resolve));
+    else this.held++;
+    try {
+      return await work();
+    } finally {
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.held--;
+    }
+  }
 }
 
 /**
- * Pixels read in one pass of the pipeline: the pictures of a call go through detection and recognition
- * together up to this many pixels (e.g. 60 pictures of 256×256, or two 1600×1200 pages), which bounds
- * the memory one call holds whatever its batch size.
+ * Pixels of a call decoded and not yet read: a call's pictures are decoded ahead of the reading up to this
+ * many pixels (e.g. 60 pictures of 256×256, or two 1600×1200 pages), which bounds the memory one call
+ * holds whatever its batch size.
  */
-export const PIXELS_PER_PASS = 4_000_000;
+export const PIXELS_DECODED_AHEAD = 4_000_000;
 
-/** A fresh model instance with its own ONNX sessions, opened on first load() (inference workers only). */
+/**
+ * A fresh model instance with its own reader threads (one per core of TESSERA_MODEL_THREADS, each with its own
+ * ONNX sessions: ./reader-threads.ts), started on first load() (inference workers only).
+ */
 export function createPaddleOcrModel(): ModelPlugin<Uint8Array, OcrResult> {
   let loading: Promise<Loaded> | undefined;
   const load = (): Promise<Loaded> => {
@@ -39,7 +65,8 @@ export function createPaddleOcrModel(): ModelPlugin<Uint8Array, OcrResult> {
     loading ??= import('sharp')
       .then(async (module) => {
         const sharp = module.default as SharpFactory;
-        return { engine: await openOcrEngine(sharp), sharp };
+        const threads = modelThreads();
+        return { readers: await openReaderThreads(threads), sharp, calls: new Gate(threads + 1) };
       })
       .catch((err: unknown) => {
         loading = undefined;
@@ -47,15 +74,6 @@ export function createPaddleOcrModel(): ModelPlugin<Uint8Array, OcrResult> {
       });
     return loading;
   };
-  // One pass at a time per instance: each pass already spreads over onnxruntime's threads, and
-  // concurrent ones would only hold more decoded pictures in memory at once.
-  let queue: Promise<unknown> = Promise.resolve();
-  const serially = <T>(task: () => Promise<T>): Promise<T> => {
-    const run = queue.then(task, task);
-    queue = run.catch(() => undefined);
-    return run;
-  };
-
   return defineModel<Uint8Array, OcrResult>({
     name: 'paddle-ocr',
     task: 'ocr',
@@ -64,32 +82,40 @@ export function createPaddleOcrModel(): ModelPlugin<Uint8Array, OcrResult> {
     },
     infer: async (inputs) => {
       if (inputs.length === 0) return [];
-      const { engine, sharp } = await load();
-      return serially(async () => {
-        const out: OcrResult[] = [];
-        let pass: PreparedImage[] = [];
+      const { readers, sharp, calls } = await load();
+      // Bounds the decoded pictures held at once whatever the number of calls side by side.
+      return calls.run(async () => {
+        // Each picture goes to the reader threads as soon as it is decoded, so decoding the next overlaps
+        // reading this one; the pictures decoded and not yet read stay under PIXELS_DECODED_AHEAD.
+        const reads: Array<Promise<OcrResult>> = [];
+        const unread: Array<{ read: Promise<unknown>; size: number }> = [];
         let pixels = 0;
-        const flush = async () => {
-          const lines = await engine.read(pass.map((p) => p.rgb));
-          for (const [i, prepared] of pass.entries()) out.push(toOcrResult(lines[i]!, prepared.scale, prepared.width, prepared.height));
-          pass = [];
-          pixels = 0;
-        };
-        for (const [i, bytes] of inputs.entries()) {
-          if (!(bytes instanceof Uint8Array)) throw new TypeError(`paddle-ocr: input ${i} is not a Uint8Array`);
-          let prepared: PreparedImage;
-          try {
-            prepared = await prepareImage(sharp, bytes);
-          } catch (err) {
-            throw new InputError(`paddle-ocr: image ${i} could not be decoded: ${(err as Error).message}`, { index: i });
+        try {
+          for (const [i, bytes] of inputs.entries()) {
+            if (!(bytes instanceof Uint8Array)) throw new TypeError(`paddle-ocr: input ${i} is not a Uint8Array`);
+            let prepared: PreparedImage;
+            try {
+              prepared = await prepareImage(sharp, bytes);
+            } catch (err) {
+              throw new InputError(`paddle-ocr: image ${i} could not be decoded: ${(err as Error).message}`, { index: i });
+            }
+            const size = prepared.rgb.width * prepared.rgb.height;
+            while (unread.length > 0 && pixels + size > PIXELS_DECODED_AHEAD) {
+              const oldest = unread.shift()!;
+              await oldest.read;
+              pixels -= oldest.size;
+            }
+            const read = readers.read(prepared.rgb).then((lines) => toOcrResult(lines, prepared.scale, prepared.width, prepared.height));
+            read.catch(() => undefined); // awaited below; a failure before then is not an unhandled rejection
+            reads.push(read);
+            unread.push({ read, size });
+            pixels += size;
           }
-          const size = prepared.rgb.width * prepared.rgb.height;
-          if (pass.length > 0 && pixels + size > PIXELS_PER_PASS) await flush();
-          pass.push(prepared);
-          pixels += size;
+          return await Promise.all(reads);
+        } finally {
+          // On a failure part-way, the reads already sent still finish before the call gives way.
+          await Promise.allSettled(reads);
         }
-        if (pass.length > 0) await flush();
-        return out;
       });
     },
   });

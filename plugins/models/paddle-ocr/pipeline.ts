@@ -1,7 +1,7 @@
 /**
  * PaddleOCR v4 (detection + recognition) run on onnxruntime directly over all the pictures of a call at
- * once: their detections, then the text lines of all of them, on one pair of sessions (weights held once
- * per process, the worker's cores used as threads inside each run). Runs may take several pictures (same
+ * once: their detections, then the text lines of all of them, on one pair of sessions (one thread per run;
+ * several cores are several reader threads, see ./reader-threads.ts). Runs may take several pictures (same
  * detection size) or lines (same width rounded up to 32 px) each: DETECTION_BATCH and RECOGNITION_BATCH.
  * Measured on this project's 2-core machine with onnxruntime-node's CPU provider, one thread, CPU time per
  * item: detection of a 256×256 picture 14.5 ms alone, 18.2 ms in runs of 4; recognition of a 160 px line
