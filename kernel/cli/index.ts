@@ -16,24 +16,29 @@ import { CliError } from './errors.js';
 import { registerExtractors } from './extractors.js';
 import { registerIngest } from './ingest.js';
 import { registerRetrievers } from './retrievers.js';
+import { serverCode } from './server-build.js';
 
 type ServerCommands = typeof import('./server.js');
 
 /**
- * server.ts, loaded on demand. From TypeScript sources (tsx, vitest) or a tsc build it sits beside this
- * file. From the esbuild bundle (dist/cli.js) it stays TypeScript: the bundle registers tsx first and
- * imports kernel/cli/server.ts, so the bundle itself never holds (or loads) the kernel, plugins or native
- * modules. The specifier is computed so esbuild leaves it out of the bundle.
+ * server.ts, loaded on demand. From TypeScript sources (tsx, vitest) or the dist/ tree it sits beside this
+ * file. From the esbuild bundle (dist/cli.js) it is dist/kernel/cli/server.js when that build is current,
+ * else the TypeScript sources through tsx (./server-build.ts), so the bundle itself never holds (or loads)
+ * the kernel, plugins or native modules. The specifiers are computed so esbuild leaves them out of the bundle.
  */
 async function serverCommands(): Promise<ServerCommands> {
   const here = fileURLToPath(import.meta.url);
   const bundled = path.basename(here) === 'cli.js' && path.basename(path.dirname(here)) === 'dist';
   let target: string;
   if (bundled) {
-    const tsx = 'tsx/esm/api';
-    const { register } = (await import(tsx)) as { register: () => void };
-    register();
-    target = path.join(path.dirname(here), '..', 'kernel', 'cli', 'server.ts');
+    const code = serverCode(path.join(path.dirname(here), '..'), process.env);
+    if (code.kind === 'sources') {
+      if (code.reason) process.stderr.write(`tessera: ${code.reason}\n`);
+      const tsx = 'tsx/esm/api';
+      const { register } = (await import(tsx)) as { register: () => void };
+      register();
+    }
+    target = code.entry;
   } else {
     target = path.join(path.dirname(here), `server${path.extname(here)}`);
   }

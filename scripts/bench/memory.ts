@@ -1,42 +1,53 @@
 /**
  * `npx tsx scripts/bench/memory.ts`: resident memory of the whole service after every built-in model has
- * loaded and run. Starts the server in this process on its embedded defaults (PGlite, local vectors and
- * blobs, spawned inference workers as `tessera serve` sizes them; TESSERA_INFERENCE_WORKERS overrides),
- * calls every built-in model through the gRPC workers until each worker has loaded each model (OCR on a
- * 256×256 JPEG and a 1600×1200 page, so detection's buffers are sized for real pages), then reads
- * GET /v1/health and prints the memory of each component (this API process, each inference worker) and
- * the total beside the 1.2 GB target. Runs with MALLOC_ARENA_MAX=2, as `npm start` (and the Dockerfile and
- * Procfile) launch the service: re-executes itself with it when unset.
+ * loaded and run. Starts the service as `npm start` does (`npm run build`, then `node bin/tessera.js serve`
+ * with MALLOC_ARENA_MAX=2, on its embedded defaults: PGlite, local vectors and blobs, spawned inference
+ * workers as `tessera serve` sizes them; TESSERA_INFERENCE_WORKERS overrides) in a process of its own with a
+ * scratch TESSERA_HOME, calls every built-in model through its gRPC workers until each worker has loaded
+ * each model (OCR on a 256×256 JPEG and a 1600×1200 page, so detection's buffers are sized for real pages),
+ * then reads GET /v1/health and prints the memory of each component (the API process, each inference
+ * worker) and the total beside the 1.2 GB target. `--sources` runs the TypeScript sources through tsx instead
+ * (`node --import tsx kernel/cli.ts serve`, what `npm start` ran before dist/ was built), for comparison.
  */
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { pino } from 'pino';
 import sharp from 'sharp';
-import { startKernel } from '../../kernel/app.js';
-import { loadConfig } from '../../kernel/config.js';
-import { Inference } from '../../kernel/tokens.js';
-import builtins from '../../plugins/index.js';
-
-if (process.env.MALLOC_ARENA_MAX === undefined) {
-  const { spawnSync } = await import('node:child_process');
-  const run = spawnSync(process.execPath, [...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit', env: { ...process.env, MALLOC_ARENA_MAX: '2' } });
-  process.exit(run.status ?? 1);
-}
+import { InferenceClient } from '../../kernel/inference/client.js';
 
 const TARGET_BYTES = 1.2e9;
+const root = fileURLToPath(new URL('../../', import.meta.url));
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+execFileSync(process.execPath, [path.join(root, 'scripts/build.mjs')], { stdio: 'inherit' });
 const home = await mkdtemp(path.join(os.tmpdir(), 'tessera-bench-memory-'));
-const pluginsModule = fileURLToPath(new URL('../../plugins/index.ts', import.meta.url));
-const kernel = await startKernel({
-  config: { ...loadConfig(), home, port: 0, host: '127.0.0.1', logLevel: 'silent', batchHealthIntervalMs: 0 },
-  plugins: builtins.map((plugin) => ({ plugin, origin: 'builtin' })),
-  inferencePlugins: [pluginsModule],
-  // As `tessera serve` runs: the task thread is part of the API process's memory.
-  taskThreadPlugins: [pluginsModule],
-  overrides: { logger: pino({ level: 'silent' }) },
+const port = await freePort();
+const url = `http://127.0.0.1:${port}`;
+const fromSources = process.argv.includes('--sources');
+const command = fromSources ? ['--import', 'tsx', path.join(root, 'kernel/cli.ts'), 'serve'] : [path.join(root, 'bin/tessera.js'), 'serve'];
+const service = spawn(process.execPath, command, {
+  cwd: root,
+  env: { ...process.env, TESSERA_HOME: home, TESSERA_ADMIN_KEY: `svc_sk_bench_${'m'.repeat(47)}`, PORT: String(port), HOST: '127.0.0.1', MALLOC_ARENA_MAX: '2', LOG_LEVEL: 'warn', TESSERA_PLUGINS: '' },
+  stdio: ['ignore', 'ignore', 'inherit'],
 });
-const inference = kernel.services.get(Inference);
+const exited = new Promise<never>((_, reject) => service.once('exit', (code) => reject(new Error(`the service exited (code ${code}) before it answered`))));
+exited.catch(() => undefined);
+for (let waited = 0; ; waited += 250) {
+  if (waited > 120_000) throw new Error('the service did not answer GET /v1/health within 2 minutes');
+  const up = await Promise.race([fetch(`${url}/v1/health`).then((r) => r.ok, () => false), exited]);
+  if (up) break;
+  await new Promise((resolve) => setTimeout(resolve, 250));
+}
 
 interface WorkerFigures {
   address: string;
@@ -47,11 +58,11 @@ interface WorkerFigures {
   model_threads: number | null;
 }
 interface Health {
-  components: Record<string, { details?: { rss_bytes?: number; heap_used_bytes?: number; external_bytes?: number; workers?: WorkerFigures[] } }>;
+  components: Record<string, { details?: { pid?: number; rss_bytes?: number; heap_used_bytes?: number; external_bytes?: number; workers?: WorkerFigures[] } }>;
   memory: { total_rss_bytes: number; by_component: Record<string, number> };
 }
 async function health(): Promise<Health> {
-  return (await (await fetch(`${kernel.url}/v1/health`)).json()) as Health;
+  return (await (await fetch(`${url}/v1/health`)).json()) as Health;
 }
 
 function page(width: number, height: number, lines: string[], fontSize: number): Promise<Buffer> {
@@ -62,6 +73,8 @@ function page(width: number, height: number, lines: string[], fontSize: number):
   return sharp(Buffer.from(svg)).jpeg({ quality: 85 }).toBuffer();
 }
 
+const addresses = (await health()).components.inference?.details?.workers?.map((w) => w.address) ?? [];
+const inference = new InferenceClient({ addresses });
 try {
   const small = await page(256, 256, ['HARBOR 12', 'CEDAR LAMP'], 28);
   const large = await page(1600, 1200, Array.from({ length: 20 }, (_, i) => `Line ${i + 1}: the river stone glows like ember at dusk`), 36);
@@ -96,16 +109,19 @@ try {
   await new Promise((resolve) => setTimeout(resolve, 1_000));
   const h = await health();
   const mb = (n: number | null | undefined) => (n === null || n === undefined ? '?' : `${(n / 1e6).toFixed(0)} MB`);
+  console.log(`service: ${fromSources ? 'the TypeScript sources through tsx' : 'the dist/ build, as npm start runs it'}`);
   console.log(`built-in models: ${models.map((m) => m.name).join(', ')}`);
   console.log(`${'component'.padEnd(34)} ${'rss'.padStart(8)}  loaded models`);
   const api = h.components.api?.details;
-  console.log(`${`api (pid ${process.pid})`.padEnd(34)} ${mb(api?.rss_bytes).padStart(8)}  (JS heap ${mb(api?.heap_used_bytes)}, external ${mb(api?.external_bytes)})`);
+  console.log(`${`api (pid ${api?.pid})`.padEnd(34)} ${mb(api?.rss_bytes).padStart(8)}  (JS heap ${mb(api?.heap_used_bytes)}, external ${mb(api?.external_bytes)})`);
   for (const w of h.components.inference?.details?.workers ?? []) {
     console.log(`${`inference ${w.address} (pid ${w.pid}, ${w.model_threads} threads)`.padEnd(34)} ${mb(w.rss_bytes).padStart(8)}  (JS heap ${mb(w.heap_used_bytes)}) ${w.loaded_models.join(', ')}`);
   }
   const total = h.memory.total_rss_bytes;
   console.log(`${'total'.padEnd(34)} ${mb(total).padStart(8)}  target ≤ ${mb(TARGET_BYTES)}: ${total <= TARGET_BYTES ? 'met' : 'NOT met'}`);
 } finally {
-  await kernel.stop();
+  inference.close();
+  service.kill('SIGTERM');
+  await new Promise((resolve) => service.once('exit', resolve));
   await rm(home, { recursive: true, force: true });
 }

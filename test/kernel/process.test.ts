@@ -81,7 +81,7 @@ describe('one TESSERA_HOME, started and stopped as an operator does', () => {
   });
 
   it('a second start on the same TESSERA_HOME is refused in one line, and the first keeps serving', async () => {
-    const serverPid = processTree(server!.pid).find((pid) => commandOf(pid).includes('kernel/cli.ts serve'))!;
+    const serverPid = processTree(server!.pid).find((pid) => commandOf(pid).includes('bin/tessera.js serve'))!;
     expect(serverPid).toBeDefined();
 
     const second = tessera(['serve'], serverEnv(home));
@@ -101,9 +101,12 @@ describe('one TESSERA_HOME, started and stopped as an operator does', () => {
   it('SIGTERM to npm start ends every process it started and releases the lock', async () => {
     const tree = processTree(server!.pid);
     const commands = tree.map(commandOf);
-    // npm, the server (npm's shell execs it) and its inference worker.
-    expect(commands.some((c) => c.includes('kernel/cli.ts serve')), commands.join('\n')).toBe(true);
+    // npm, the server (npm's shell execs it, running the build in dist/) and its inference worker.
+    expect(commands.some((c) => c.includes('bin/tessera.js serve')), commands.join('\n')).toBe(true);
     expect(commands.some((c) => c.includes('worker-main')), commands.join('\n')).toBe(true);
+    // npm start builds dist/ first, so the server and its workers run JavaScript, without a TypeScript loader.
+    expect(commands.some((c) => c.includes('dist/kernel/inference/worker-main.js')), commands.join('\n')).toBe(true);
+    expect(commands.some((c) => c.includes('tsx')), commands.join('\n')).toBe(false);
 
     process.kill(server!.pid, 'SIGTERM');
     await server!.exited;
