@@ -37,6 +37,7 @@ import { authMigrations } from './auth/migrations.js';
 import { RequestLog as RequestLogService, requestLogMigrations } from './http/request-log.js';
 import { HealthRegistry as HealthRegistryService } from './health.js';
 import { PluginRegistry as PluginRegistryService, type PluginContext } from './plugins.js';
+import { createAppServer } from './http/app-server.js';
 import { buildHttpApp } from './http/server.js';
 import { operations, type OperationId } from './http/operations.js';
 import type { AnyHandler } from './http/handlers.js';
@@ -551,8 +552,14 @@ async function adminKeyWarnings(keyStore: KeyStoreService, config: ConfigShape):
 
 function listen(app: import('express').Express, port: number, host: string): Promise<Server> {
   return new Promise((resolve, reject) => {
-    const server = app.listen(port, host, (err?: Error) => (err ? reject(listenStartupError(err, host, port)) : resolve(server)));
+    const server = createAppServer(app);
     server.keepAliveTimeout = 65_000;
+    const failed = (err: Error) => reject(listenStartupError(err, host, port));
+    server.once('error', failed);
+    server.listen(port, host, () => {
+      server.off('error', failed);
+      resolve(server);
+    });
   });
 }
 
