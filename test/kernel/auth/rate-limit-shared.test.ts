@@ -107,7 +107,8 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)('rate limits shared by two API p
 
 describe.skipIf(Boolean(process.env.TEST_DATABASE_URL))('rate limits on the embedded database', () => {
   it('are counted in memory: one process, exact, no database writes', async () => {
-    const t = await startTestKernel({ config: { planRateLimitPerMinute: 2 } });
+    // A clock that stands still: on the real one, the three requests could straddle a minute's end.
+    const t = await startTestKernel({ clock: new ManualClock(new Date('2026-01-01T00:00:10Z')), config: { planRateLimitPerMinute: 2 } });
     try {
       expect(t.kernel.services.get(RateLimiter)).toBeInstanceOf(InProcessRateLimiter);
       const statuses = [];
