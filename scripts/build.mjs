@@ -3,7 +3,7 @@
  * `npm run build` (also run by `npm install`'s prepare step and before every `npm start`): the service as
  * plain JavaScript in dist/, so a server starts without a TypeScript loader.
  *
- * - dist/cli.js: the CLI, bundled (what bin/tessera.js runs; `npm run build:cli` builds only this).
+ * - dist/cli.js: the CLI, bundled (what bin/tessera.js runs).
  * - dist/kernel, dist/plugins, dist/generated: every module transpiled one to one (no bundling: the
  *   threads and worker processes start from their own files beside their callers), plus the plugins'
  *   asset files. `tessera serve`, `worker` and `inference` run this tree when it is current (see

@@ -279,6 +279,31 @@ function reportBrief(label: string, count: number, r: Awaited<ReturnType<typeof 
   console.log(`  GET /v1/me p99: idle ${p99(meIdle).toFixed(1)} ms, during the batch ${p99(r.meDuring).toFixed(1)} ms (max ${Math.max(...r.meDuring).toFixed(1)} ms)`);
 }
 
+/**
+ * 256×256 JPEGs through image_extractor (OCR on or off): the floor (a bare insert of such documents with
+ * `vectorOf` as their image_embedding), then the batch, reported beside the bare model's rates.
+ */
+async function pictures(
+  bucket: string,
+  collectionName: string,
+  label: string,
+  images: readonly Buffer[],
+  enableOcr: boolean,
+  vectorOf: (i: number) => number[],
+  bare: { inProcess: number; workers: number },
+): Promise<void> {
+  const extractor = { feature_extractor_name: 'image_extractor', parameters: { enable_ocr: enableOcr } };
+  const insert = await bareInsert(`${collectionName}-floor`, extractor, 'image_embedding', images.length, (i) => ({
+    width: 256, height: 256, format: 'jpeg', size_bytes: images[i]!.length, dominant_colours: ['#000000'],
+    ...(enableOcr ? { ocr_text: 'river stone\nlamp' } : {}),
+    thumbnail: { storage_key: `floor/${i}`, content_type: 'image/jpeg', size_bytes: 1 },
+  }), vectorOf);
+  const meIdle = await idleMe(200);
+  const collection = { collection_name: collectionName, feature_extractors: [extractor] };
+  const result = await ingest(bucket, collection, images.length, 100, async (i) => ({ property: 'content', base64: images[i]!.toString('base64') }));
+  report(label, images.length, result, { ...bare, insert, meIdle });
+}
+
 try {
   await call('POST', '/v1/namespaces', { namespace_name: 'bench' });
   // The API compiles each operation's request validator on its first call: one tiny batch through the same
@@ -335,18 +360,7 @@ try {
     t0 = performance.now();
     await inference.embedImage('image-descriptor', images);
     const bareWorkers = images.length / ((performance.now() - t0) / 1000);
-    const insert = await bareInsert('pictures-floor', { feature_extractor_name: 'image_extractor', parameters: { enable_ocr: false } }, 'image_embedding', imageCount, (i) => ({
-      width: 256, height: 256, format: 'jpeg', size_bytes: images[i]!.length, dominant_colours: ['#000000'], thumbnail: { storage_key: `floor/${i}`, content_type: 'image/jpeg', size_bytes: 1 },
-    }), (i) => imageVectors[i]!);
-    const meIdle = await idleMe(200);
-    const result = await ingest(
-      'images',
-      { collection_name: 'pictures', feature_extractors: [{ feature_extractor_name: 'image_extractor', parameters: { enable_ocr: false } }] },
-      imageCount,
-      100,
-      async (i) => ({ property: 'content', base64: images[i]!.toString('base64') }),
-    );
-    report('256×256 JPEGs (image_extractor: descriptor + thumbnail; OCR off)', imageCount, result, { inProcess: bareInProcess, workers: bareWorkers, insert, meIdle });
+    await pictures('images', 'pictures', '256×256 JPEGs (image_extractor: descriptor + thumbnail; OCR off)', images, false, (i) => imageVectors[i]!, { inProcess: bareInProcess, workers: bareWorkers });
   }
 
   if (ocrImageCount > 0) {
@@ -361,19 +375,10 @@ try {
     t0 = performance.now();
     await Promise.all(images.map((image) => inference.ocr('paddle-ocr', [image])));
     const bareWorkers = images.length / ((performance.now() - t0) / 1000);
-    const insert = await bareInsert('ocr-floor', { feature_extractor_name: 'image_extractor' }, 'image_embedding', ocrImageCount, (i) => ({
-      width: 256, height: 256, format: 'jpeg', size_bytes: images[i]!.length, dominant_colours: ['#000000'], ocr_text: 'river stone\nlamp',
-      thumbnail: { storage_key: `floor/${i}`, content_type: 'image/jpeg', size_bytes: 1 },
-    }), () => Array.from({ length: 256 }, (_, k) => Math.sin(k)));
-    const meIdle = await idleMe(200);
-    const result = await ingest(
-      'ocr-images',
-      { collection_name: 'pictures-with-text', feature_extractors: [{ feature_extractor_name: 'image_extractor', parameters: { enable_ocr: true } }] },
-      ocrImageCount,
-      100,
-      async (i) => ({ property: 'content', base64: images[i]!.toString('base64') }),
-    );
-    report('256×256 JPEGs with two lines of text (image_extractor with OCR: paddle-ocr, descriptor, thumbnail)', ocrImageCount, result, { inProcess: bareInProcess, workers: bareWorkers, insert, meIdle });
+    await pictures('ocr-images', 'pictures-with-text', '256×256 JPEGs with two lines of text (image_extractor with OCR: paddle-ocr, descriptor, thumbnail)', images, true, () => Array.from({ length: 256 }, (_, k) => Math.sin(k)), {
+      inProcess: bareInProcess,
+      workers: bareWorkers,
+    });
   }
 } finally {
   await meClient.close();

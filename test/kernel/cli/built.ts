@@ -1,11 +1,12 @@
 /**
  * The CLI tests run what users run: bin/tessera.js over the bundle `npm install` builds (prepare →
- * build:cli). When the bundle is missing or older than its sources (a checkout whose sources changed
- * since install), it is built first, into a temporary file renamed into place, so a test that spawns
- * bin/tessera.js meanwhile never reads half a file.
+ * `npm run build`, scripts/build.mjs). When the bundle is missing or older than its sources (a checkout
+ * whose sources changed since install), it is built first by the same script, which writes each file
+ * through a temporary file renamed into place, so a test that spawns bin/tessera.js meanwhile never reads
+ * half a file.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, renameSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 
@@ -24,12 +25,8 @@ export function bundleIsCurrent(): boolean {
   return sources().every((source) => statSync(source).mtimeMs <= built);
 }
 
-/** Builds dist/cli.js with package.json's build:cli command unless it is current. */
+/** Builds dist/ (and so dist/cli.js) with `npm run build`'s script unless the bundle is current. */
 export async function ensureBuiltCli(): Promise<void> {
   if (bundleIsCurrent()) return;
-  const script = (JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts['build:cli']!;
-  const temporary = `${bundle}.${process.pid}.tmp`;
-  const args = script.split(/\s+/).slice(1).map((arg) => (arg.startsWith('--outfile=') ? `--outfile=${temporary}` : arg));
-  await promisify(execFile)(path.join(repoRoot, 'node_modules/.bin/esbuild'), args, { cwd: repoRoot });
-  renameSync(temporary, bundle);
+  await promisify(execFile)(process.execPath, [path.join(repoRoot, 'scripts/build.mjs')], { cwd: repoRoot });
 }
