@@ -16,6 +16,5 @@ RUN mkdir -p /data && chown node:node /data
 USER node
 ENV TESSERA_HOME=/data HOST=0.0.0.0 PORT=8080
 EXPOSE 8080 50051
-# Garbage collected by the thread that makes it, without V8's helper threads (kernel/node-flags.ts).
-ENTRYPOINT ["node", "--single-threaded-gc", "bin/tessera.js"]
+ENTRYPOINT ["node", "bin/tessera.js"]
 CMD ["serve"]

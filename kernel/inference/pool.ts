@@ -12,7 +12,6 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Logger } from 'pino';
 import type { LogFormat } from '../logger.js';
 import { defaultInferenceWorkers, MODEL_THREADS_ENV } from './model-io.js';
-import { inheritedNodeFlags } from '../node-flags.js';
 import type { ParentMessage, WorkerMessage, WorkerSpec } from './worker-main.js';
 
 export interface InferenceWorkerPoolOptions {
@@ -69,12 +68,10 @@ function workerEntry(): { file: string; execArgv: string[] } {
   const self = fileURLToPath(import.meta.url);
   const ext = path.extname(self);
   const file = path.join(path.dirname(self), `worker-main${ext}`);
-  // A worker collects garbage as its server does (kernel/node-flags.ts).
-  const flags = inheritedNodeFlags();
-  if (ext !== '.ts') return { file, execArgv: flags };
+  if (ext !== '.ts') return { file, execArgv: [] };
   // Resolved to a file URL so the child finds tsx wherever its working directory is.
   const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
-  return { file, execArgv: [...flags, '--import', tsx] };
+  return { file, execArgv: ['--import', tsx] };
 }
 
 export class InferenceWorkerPool {

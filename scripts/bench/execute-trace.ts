@@ -8,7 +8,6 @@
  * garbage included (what young-generation collections, and so the latency tail, come from); with --clients, then executes/s with C requests in flight for S seconds. Queries are the documents' own vectors, each different unless --distinct Q repeats the first Q
  * (as retrieval.ts does with its 200 queries: warm documents). On Linux it also prints the CPU per execute of each thread. Embedded database unless BENCH_DATABASE_URL is set.
  */
-import './served-flags.js'; // first: reruns the bench with the server's node flags
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { Session } from 'node:inspector/promises';
 import os from 'node:os';

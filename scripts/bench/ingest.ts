@@ -15,7 +15,6 @@
  * The server runs in this process on its embedded defaults (PGlite in its thread, tasks in theirs, pgvector,
  * local blobs, spawned inference workers), or on PostgreSQL/NATS when DATABASE_URL/NATS_URL are set.
  */
-import './served-flags.js'; // first: reruns the bench with the server's node flags
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';

@@ -1,6 +1,6 @@
 /**
  * `npx tsx scripts/bench/memory.ts`: resident memory of the whole service after every built-in model has
- * loaded and run. Starts the service as `npm start` does (`npm run build`, then `node --single-threaded-gc bin/tessera.js serve`
+ * loaded and run. Starts the service as `npm start` does (`npm run build`, then `node bin/tessera.js serve`
  * with MALLOC_ARENA_MAX=2, on its embedded defaults: PGlite, local vectors and blobs, spawned inference
  * workers as `tessera serve` sizes them; TESSERA_INFERENCE_WORKERS overrides) in a process of its own with a
  * scratch TESSERA_HOME, calls every built-in model through its gRPC workers until each worker has loaded
@@ -17,7 +17,6 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
 import { InferenceClient } from '../../kernel/inference/client.js';
-import { SERVER_NODE_FLAGS } from '../../kernel/node-flags.js';
 
 const TARGET_BYTES = 1.2e9;
 const root = fileURLToPath(new URL('../../', import.meta.url));
@@ -35,7 +34,7 @@ const home = await mkdtemp(path.join(os.tmpdir(), 'tessera-bench-memory-'));
 const port = await freePort();
 const url = `http://127.0.0.1:${port}`;
 const fromSources = process.argv.includes('--sources');
-const command = [...SERVER_NODE_FLAGS, ...(fromSources ? ['--import', 'tsx', path.join(root, 'kernel/cli.ts'), 'serve'] : [path.join(root, 'bin/tessera.js'), 'serve'])];
+const command = fromSources ? ['--import', 'tsx', path.join(root, 'kernel/cli.ts'), 'serve'] : [path.join(root, 'bin/tessera.js'), 'serve'];
 const service = spawn(process.execPath, command, {
   cwd: root,
   env: { ...process.env, TESSERA_HOME: home, TESSERA_ADMIN_KEY: `svc_sk_bench_${'m'.repeat(47)}`, PORT: String(port), HOST: '127.0.0.1', MALLOC_ARENA_MAX: '2', LOG_LEVEL: 'warn', TESSERA_PLUGINS: '' },

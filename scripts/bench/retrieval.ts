@@ -19,7 +19,6 @@
  * BENCH_DATABASE_URL or TEST_DATABASE_URL is set (LanceDB behind it here: this PostgreSQL has no pgvector).
  * Set VECTOR_MEMORY_INDEX=off to measure the engines without the in-process index.
  */
-import './served-flags.js'; // first: reruns the bench with the server's node flags
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';

@@ -28,7 +28,6 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { NatsEventBus } from '../../kernel/events/nats.js';
 import { deleteTaskStream } from '../../kernel/tasks/jetstream.js';
-import { SERVER_NODE_FLAGS } from '../../kernel/node-flags.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const BIN = path.join(ROOT, 'bin/tessera.js');
@@ -60,7 +59,7 @@ const running = new Set<ChildProcess>();
 
 /** `tessera <args>` in its own process group; resolves once its output matches `ready`. */
 function startTessera(name: string, args: string[], env: NodeJS.ProcessEnv, ready: RegExp): Promise<Started> {
-  const child = spawn(process.execPath, [...SERVER_NODE_FLAGS, BIN, ...args], { cwd: ROOT, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
   running.add(child);
   child.on('exit', () => running.delete(child));
   let output = '';

@@ -107,10 +107,6 @@ describe('one TESSERA_HOME, started and stopped as an operator does', () => {
     // npm start builds dist/ first, so the server and its workers run JavaScript, without a TypeScript loader.
     expect(commands.some((c) => c.includes('dist/kernel/inference/worker-main.js')), commands.join('\n')).toBe(true);
     expect(commands.some((c) => c.includes('tsx')), commands.join('\n')).toBe(false);
-    // The server and its workers collect garbage on their own threads (kernel/node-flags.ts).
-    const serving = commands.find((c) => c.includes('bin/tessera.js serve'))!;
-    const inferring = commands.find((c) => c.includes('worker-main'))!;
-    for (const command of [serving, inferring]) expect(command.split(' '), command).toContain('--single-threaded-gc');
 
     process.kill(server!.pid, 'SIGTERM');
     await server!.exited;
