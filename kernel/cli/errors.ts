@@ -85,6 +85,11 @@ export function refused(status: number, body: unknown, context: { hasKey: boolea
     hint = context.namespace
       ? `Check --namespace / TESSERA_NAMESPACE ('${context.namespace}'); \`tessera namespaces list\` shows them, \`tessera namespaces create <name>\` makes one.`
       : 'Pass --namespace <name> or set TESSERA_NAMESPACE.';
+  } else if (status === 409) {
+    // A refused request changed nothing: say so, and what to look at.
+    hint = /already exists/i.test(message)
+      ? 'Nothing was changed: use the existing one (the list and get commands show it), or choose another name.'
+      : 'Nothing was changed: its current state does not allow this (see above); the get command shows that state.';
   } else if (status === 429) {
     hint = 'Rate limited: wait a little and try again.';
   } else if (status >= 500) {

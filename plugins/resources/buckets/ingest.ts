@@ -153,7 +153,14 @@ export class BlobIngest {
     const type = declaredType ?? blobTypeOf(contentType);
     if (declaredType && !contentFits(declaredType, contentType)) {
       throw new RequestValidationError([
-        { loc: ['body', 'blobs', index], msg: `property '${property}' holds ${declaredType} content, but this blob is ${contentType}`, type: 'blob_content_type' },
+        {
+          loc: ['body', 'blobs', index],
+          // An empty blob is usually a file that was not there when the request was made (base64 of nothing).
+          msg: info.size === 0
+            ? `property '${property}' holds ${declaredType} content, but this blob is empty (0 bytes): send the file's content`
+            : `property '${property}' holds ${declaredType} content, but this blob is ${contentType}`,
+          type: 'blob_content_type',
+        },
       ]);
     }
     return {

@@ -207,6 +207,10 @@ describe('tessera client commands', () => {
     expect(noBucket.stderr).toMatch(/404 Not Found: Bucket 'lonely'/);
     await ok(['buckets', 'create', 'lonely']);
     await ok(['upload', 'lonely', path.join(folder, 'notes', 'bread.txt'), '--object-key', 'bread.txt']);
+    const twice = await tessera(['buckets', 'create', 'lonely']);
+    expect(twice.code).toBe(1);
+    expect(twice.stderr).toMatch(/^tessera: 409 Conflict: .*already exists/m);
+    expect(twice.stderr).toContain('Nothing was changed: use the existing one (the list and get commands show it), or choose another name.');
     const noCollection = await tessera(['batches', 'create', '--bucket', 'lonely', '--submit']);
     expect(noCollection.code).toBe(1);
     expect(noCollection.stderr).toMatch(/^tessera: 409 Conflict: No enabled collection reads this bucket/m);

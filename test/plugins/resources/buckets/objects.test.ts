@@ -72,6 +72,11 @@ describe('buckets and objects', () => {
     });
     expect(wrongType.status).toBe(422);
     expect(wrongType.body.detail[0].loc).toEqual(['body', 'blobs', 0]);
+    expect(wrongType.body.detail[0].msg).toBe("property 'photo' holds image content, but this blob is application/pdf");
+    // `base64 -w0 missing.png` prints nothing: the blob arrives empty, and the answer says so.
+    const empty = await api('POST', '/v1/buckets/catalog/objects', { metadata: { title: 'x' }, blobs: [{ property: 'photo', base64: '' }] });
+    expect(empty.status).toBe(422);
+    expect(empty.body.detail[0].msg).toBe("property 'photo' holds image content, but this blob is empty (0 bytes): send the file's content");
 
     const badMeta = await api('POST', '/v1/buckets/catalog/objects', { metadata: { title: 3, color: 'red' } });
     expect(badMeta.status).toBe(422);
