@@ -52,9 +52,11 @@ export async function submitBatch(o: ClientOptions, bucket: string, batchId: str
     );
   } catch (err) {
     if (err instanceof CliError && err.message.startsWith('409') && /No enabled collection/i.test(err.message)) {
+      // The batch stays a DRAFT: once a collection reads the bucket, submitting it processes exactly these objects.
       throw new CliError(
         err.message,
-        `Create a collection that reads bucket '${bucket}' first: tessera collections create <name> --bucket ${bucket} --extractor text_extractor`,
+        `Create a collection that reads bucket '${bucket}' first: tessera collections create <name> --bucket ${bucket} --extractor text_extractor\n` +
+          `  then submit this batch (kept as a DRAFT): tessera batches submit ${batchId} --bucket ${bucket}`,
         err.body,
       );
     }

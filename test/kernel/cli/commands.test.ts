@@ -215,5 +215,12 @@ describe('tessera client commands', () => {
     expect(noCollection.code).toBe(1);
     expect(noCollection.stderr).toMatch(/^tessera: 409 Conflict: No enabled collection reads this bucket/m);
     expect(noCollection.stderr).toContain('tessera collections create <name> --bucket lonely --extractor text_extractor');
-  });
+    // The batch was kept as a DRAFT: the hint's two commands, run as printed, process it.
+    const kept = /then submit this batch \(kept as a DRAFT\): tessera batches submit (btch_\S+) --bucket lonely$/m.exec(noCollection.stderr);
+    expect(kept, noCollection.stderr).not.toBeNull();
+    await ok(['collections', 'create', 'lonely-notes', '--bucket', 'lonely', '--extractor', 'text_extractor']);
+    const followed = await ok(['batches', 'submit', kept![1]!, '--bucket', 'lonely', '--follow']);
+    expect(followed.stdout).toMatch(/^status\s+COMPLETED$/m);
+    expect(followed.stdout).toMatch(/^records\s+1\/1 done/m);
+  }, 120_000);
 });
