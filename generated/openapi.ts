@@ -1077,7 +1077,7 @@ export interface paths {
         };
         /**
          * Request totals of one key over a window (default the last 7 days).
-         * @description Totals of one key's requests between `start` (inclusive) and `end` (exclusive), by default the last 7 days, computed from the request log: requests, credits, distinct endpoints and latency. Needs the `admin` permission; a `start` that is not before `end` is a 400 and an unknown `key_id` a 404.
+         * @description Totals of one key's requests between `start` (inclusive) and `end` (exclusive), by default the last 7 days, computed from the request log: requests, credits, distinct endpoints and latency. Requests the key made that were refused count too, including those refused before it was accepted (expired, or from an origin it does not allow); a secret that matches no key counts for no key. Needs the `admin` permission; a `start` that is not before `end` is a 400 and an unknown `key_id` a 404.
          */
         get: operations["getApiKeyUsage"];
         put?: never;
@@ -1161,7 +1161,7 @@ export interface paths {
         };
         /**
          * Usage attributed to one key, per day and per status class.
-         * @description One key's usage between `start` and `end` (default the last 7 days): its totals, per day and per status class. Needs the `admin` permission; a `start` that is not before `end` is a 400 and an unknown `key_id` a 404.
+         * @description One key's usage between `start` and `end` (default the last 7 days): its totals, per day and per status class. Refused requests count (4xx), including those refused before the key was accepted (expired, or from an origin it does not allow). Needs the `admin` permission; a `start` that is not before `end` is a 400 and an unknown `key_id` a 404.
          */
         get: operations["getOrganizationKeyUsage"];
         put?: never;

@@ -86,6 +86,30 @@ export function clientAddress(socketAddress: string | undefined, forwardedFor: s
   return chain[Math.max(0, chain.length - hops)] ?? socket;
 }
 
+/** The real key a refused request presented (its secret matched): its usage counts the refusal. */
+export interface PresentedKey {
+  keyId: string;
+  organizationId: string;
+}
+
+const PRESENTED = Symbol('presented key');
+
+/**
+ * Marks a refusal of a request that presented a real key (expired, from an origin it does not allow, a bound
+ * key off its endpoints): the request log attributes it to that key and organization, so the key's usage
+ * shows the attempts (by_status_class 4xx), the ones an admin most wants to see. A secret matching no key
+ * is attributed to nobody.
+ */
+function presentedBy<E extends Error>(key: KeyRecord, error: E): E {
+  Object.defineProperty(error, PRESENTED, { value: { keyId: key.key_id, organizationId: key.organization_id } satisfies PresentedKey });
+  return error;
+}
+
+/** The key a refused request presented, when its refusal says so (presentedBy). */
+export function presentedKeyOf(error: unknown): PresentedKey | undefined {
+  return typeof error === 'object' && error !== null ? ((error as { [PRESENTED]?: PresentedKey })[PRESENTED]) : undefined;
+}
+
 export class Authenticator {
   constructor(
     private readonly keys: KeyStore,
@@ -101,12 +125,12 @@ export class Authenticator {
     const key = await this.identify(authorization, client);
     const status = keyStatus(key, this.clock.now());
     if (status === 'expired') {
-      throw await this.refusal(client, new AuthenticationError('API key has expired', { expired_at: key.expires_at?.toISOString() }));
+      throw presentedBy(key, await this.refusal(client, new AuthenticationError('API key has expired', { expired_at: key.expires_at?.toISOString() })));
     }
     if (request.origin !== undefined && !originAllowed(key.allowed_origins, request.origin)) {
-      throw new NotAllowedError(`Origin ${request.origin} is not allowed for this API key`, { origin: request.origin });
+      throw presentedBy(key, new NotAllowedError(`Origin ${request.origin} is not allowed for this API key`, { origin: request.origin }));
     }
-    if (isBoundKeyType(key.key_type)) throw boundKeyRefusal(key.key_type);
+    if (isBoundKeyType(key.key_type)) throw presentedBy(key, boundKeyRefusal(key.key_type));
     return authContextOf(key, this.planLimitPerMinute);
   }
 

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Response } from 'express';
-import type { AuthContext } from '../auth/authenticator.js';
+import type { AuthContext, PresentedKey } from '../auth/authenticator.js';
 import type { ResolvedNamespace } from '../auth/namespaces.js';
 import type { OperationSpec } from './operations.js';
 
@@ -13,6 +13,8 @@ export interface RequestContext {
   pathParams: Record<string, string>;
   /** Null on public operations. */
   auth: AuthContext | null;
+  /** The real key a refused request presented (expired, wrong origin, ...): its usage counts the refusal. */
+  presentedKey?: PresentedKey;
   /** The namespace of X-Namespace, resolved and scope-checked; null when the request names none. */
   namespace: ResolvedNamespace | null;
   /** Credits this request consumed (recorded in the request log). */

@@ -12,7 +12,7 @@ import { servicesOf } from '../tokens.js';
 import type { Clock } from '../clock.js';
 import { AuthenticationError, NotFoundError, RateLimitError, RequestValidationError } from '../errors.js';
 import { isWebOrigin } from '../auth/origins.js';
-import type { Authenticator } from '../auth/authenticator.js';
+import { presentedKeyOf, type Authenticator } from '../auth/authenticator.js';
 import type { Authorizer } from '../auth/authorizer.js';
 import type { KeyStore } from '../auth/key-store.js';
 import type { RateLimiter } from '../auth/rate-limiter.js';
@@ -137,11 +137,17 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
       }
       return;
     }
-    ctx.auth = await deps.authenticator.authenticate(req.get('authorization'), {
-      origin,
-      socketAddress: req.socket.remoteAddress,
-      forwardedFor: req.get('x-forwarded-for'),
-    });
+    try {
+      ctx.auth = await deps.authenticator.authenticate(req.get('authorization'), {
+        origin,
+        socketAddress: req.socket.remoteAddress,
+        forwardedFor: req.get('x-forwarded-for'),
+      });
+    } catch (err) {
+      const presented = presentedKeyOf(err);
+      if (presented) ctx.presentedKey = presented;
+      throw err;
+    }
     // `Origin: null` (sandboxed frames, file: pages) is shared by every such page: never grant it.
     if (origin && isWebOrigin(origin)) {
       res.setHeader('Access-Control-Allow-Origin', origin);
@@ -334,8 +340,8 @@ function finishRequest(deps: HttpDependencies, req: Request, res: Response, ctx:
     'request',
   );
   deps.requestLog.record({
-    organization_id: ctx.auth?.organizationId ?? null,
-    key_id: ctx.auth?.keyId ?? null,
+    organization_id: ctx.auth?.organizationId ?? ctx.presentedKey?.organizationId ?? null,
+    key_id: ctx.auth?.keyId ?? ctx.presentedKey?.keyId ?? null,
     operation_id: ctx.operation?.operationId ?? null,
     method: req.method,
     path: ctx.operation?.path ?? loggablePath(req.path).slice(0, 300),

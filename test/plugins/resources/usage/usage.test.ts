@@ -262,4 +262,29 @@ describe('usage', () => {
       expect(org.error).toMatchObject({ error: { type: 'NotAllowedError' } });
     });
   });
+
+  // Last: its requests add to the organization's totals the tests above pin.
+  it("counts a real key's refused requests in its usage (another origin, past its expiry), a wrong secret in nobody's", async () => {
+    const created = await admin.POST('/v1/organizations/users/{user_email}/api-keys', {
+      params: { path: { user_email: member } },
+      body: { name: 'site-only', permissions: ['read'], allowed_origins: ['https://app.example'], expires_at: new Date(QUERY_TIME.getTime() + 3_600_000).toISOString() },
+    });
+    expect(created.response.status).toBe(201);
+    const siteOnly = { key: created.data!.key, key_id: created.data!.key_id };
+    clock.set(new Date(QUERY_TIME.getTime() - 60_000));
+    expect((await t.request('GET', '/v1/me', { key: siteOnly.key, headers: { Origin: 'https://evil.example' } })).status).toBe(403);
+    expect((await t.request('GET', '/v1/me', { key: siteOnly.key, headers: { Origin: 'https://app.example' } })).status).toBe(200);
+    expect((await t.request('GET', '/v1/me', { key: `${siteOnly.key}-wrong`, headers: { Origin: 'https://evil.example' } })).status).toBe(401);
+    // Past its expiry the key is refused (401), and that attempt counts for it too.
+    clock.set(new Date(QUERY_TIME.getTime() + 2 * 3_600_000));
+    expect((await t.request('GET', '/v1/me', { key: siteOnly.key })).status).toBe(401);
+    clock.set(new Date(QUERY_TIME.getTime() + 3 * 3_600_000));
+
+    const usage = await admin.GET('/v1/organizations/usage/api-keys/{key_id}', { params: { path: { key_id: siteOnly.key_id } } });
+    expect(usage.response.status).toBe(200);
+    expect(usage.data).toMatchObject({ key_id: siteOnly.key_id, total_requests: 3, by_status_class: { '2xx': 1, '4xx': 2 } });
+    const endpoints = await admin.GET('/v1/organizations/api-keys/{key_id}/usage/endpoints', { params: { path: { key_id: siteOnly.key_id } } });
+    expect(endpoints.response.status).toBe(200);
+    expect(JSON.stringify(endpoints.data)).toContain('getMe');
+  });
 });
