@@ -73,6 +73,12 @@ export interface RequestOrigin {
   socketAddress: string | undefined;
   /** `X-Forwarded-For`, used only when proxies are trusted. */
   forwardedFor: string | undefined;
+  /**
+   * Told of the real key a refused request presented (expired, from an origin it does not allow, a bound key
+   * off its endpoints), so the request log attributes the refusal to it: the attempts an admin most wants to
+   * see in the key's usage. A secret matching no key is attributed to nobody.
+   */
+  keyRefused?: (key: PresentedKey) => void;
 }
 
 /**
@@ -92,22 +98,10 @@ export interface PresentedKey {
   organizationId: string;
 }
 
-const PRESENTED = Symbol('presented key');
-
-/**
- * Marks a refusal of a request that presented a real key (expired, from an origin it does not allow, a bound
- * key off its endpoints): the request log attributes it to that key and organization, so the key's usage
- * shows the attempts (by_status_class 4xx), the ones an admin most wants to see. A secret matching no key
- * is attributed to nobody.
- */
-function presentedBy<E extends Error>(key: KeyRecord, error: E): E {
-  Object.defineProperty(error, PRESENTED, { value: { keyId: key.key_id, organizationId: key.organization_id } satisfies PresentedKey });
+/** `error`, refusing a request that presented the real `key`, after telling the request's `keyRefused`. */
+function keyRefusal<E extends Error>(key: KeyRecord, request: RequestOrigin, error: E): E {
+  request.keyRefused?.({ keyId: key.key_id, organizationId: key.organization_id });
   return error;
-}
-
-/** The key a refused request presented, when its refusal says so (presentedBy). */
-export function presentedKeyOf(error: unknown): PresentedKey | undefined {
-  return typeof error === 'object' && error !== null ? ((error as { [PRESENTED]?: PresentedKey })[PRESENTED]) : undefined;
 }
 
 export class Authenticator {
@@ -125,12 +119,12 @@ export class Authenticator {
     const key = await this.identify(authorization, client);
     const status = keyStatus(key, this.clock.now());
     if (status === 'expired') {
-      throw presentedBy(key, await this.refusal(client, new AuthenticationError('API key has expired', { expired_at: key.expires_at?.toISOString() })));
+      throw keyRefusal(key, request, await this.refusal(client, new AuthenticationError('API key has expired', { expired_at: key.expires_at?.toISOString() })));
     }
     if (request.origin !== undefined && !originAllowed(key.allowed_origins, request.origin)) {
-      throw presentedBy(key, new NotAllowedError(`Origin ${request.origin} is not allowed for this API key`, { origin: request.origin }));
+      throw keyRefusal(key, request, new NotAllowedError(`Origin ${request.origin} is not allowed for this API key`, { origin: request.origin }));
     }
-    if (isBoundKeyType(key.key_type)) throw presentedBy(key, boundKeyRefusal(key.key_type));
+    if (isBoundKeyType(key.key_type)) throw keyRefusal(key, request, boundKeyRefusal(key.key_type));
     return authContextOf(key, this.planLimitPerMinute);
   }
 

@@ -12,7 +12,7 @@ import { servicesOf } from '../tokens.js';
 import type { Clock } from '../clock.js';
 import { AuthenticationError, NotFoundError, RateLimitError, RequestValidationError } from '../errors.js';
 import { isWebOrigin } from '../auth/origins.js';
-import { presentedKeyOf, type Authenticator } from '../auth/authenticator.js';
+import type { Authenticator } from '../auth/authenticator.js';
 import type { Authorizer } from '../auth/authorizer.js';
 import type { KeyStore } from '../auth/key-store.js';
 import type { RateLimiter } from '../auth/rate-limiter.js';
@@ -137,17 +137,12 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
       }
       return;
     }
-    try {
-      ctx.auth = await deps.authenticator.authenticate(req.get('authorization'), {
-        origin,
-        socketAddress: req.socket.remoteAddress,
-        forwardedFor: req.get('x-forwarded-for'),
-      });
-    } catch (err) {
-      const presented = presentedKeyOf(err);
-      if (presented) ctx.presentedKey = presented;
-      throw err;
-    }
+    ctx.auth = await deps.authenticator.authenticate(req.get('authorization'), {
+      origin,
+      socketAddress: req.socket.remoteAddress,
+      forwardedFor: req.get('x-forwarded-for'),
+      keyRefused: (key) => (ctx.presentedKey = key),
+    });
     // `Origin: null` (sandboxed frames, file: pages) is shared by every such page: never grant it.
     if (origin && isWebOrigin(origin)) {
       res.setHeader('Access-Control-Allow-Origin', origin);
