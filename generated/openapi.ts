@@ -1009,7 +1009,7 @@ export interface paths {
         post?: never;
         /**
          * Delete a namespace and everything in it.
-         * @description Deletes the namespace at once; a background task then removes its buckets with their objects, uploads and blobs. This cannot be undone. Needs the `delete` permission; an unknown namespace is a 404.
+         * @description Deletes the namespace at once (its name is free again, and nothing in it can be reached, by name or by id); a durable background task, queued with the delete, then removes everything it held: its retrievers (with their publications, whose public names are free again, their execution history and interactions, and their `ret_sk_` keys, which are revoked), its batches, its collections (documents, vectors, text index, stored artifacts) and its buckets (objects, uploads, blobs). This cannot be undone. Needs the `delete` permission; an unknown namespace is a 404.
          */
         delete: operations["deleteNamespace"];
         options?: never;
@@ -1550,7 +1550,7 @@ export interface paths {
         post?: never;
         /**
          * Delete a retriever and its execution history.
-         * @description Deletes the retriever and every recorded execution of it. Needs the `delete` permission.
+         * @description Deletes the retriever, every recorded execution and interaction of it, and its publication (the public name is free again); its `ret_sk_` keys are revoked. Needs the `delete` permission.
          */
         delete: operations["deleteRetriever"];
         options?: never;

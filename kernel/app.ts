@@ -44,6 +44,7 @@ import type { AnyHandler } from './http/handlers.js';
 import * as T from './tokens.js';
 import { ResourceIdentifiers as ResourceIdentifiersService } from './auth/resource-identifiers.js';
 import { ReferenceRegistry as ReferenceRegistryService } from './references.js';
+import { NamespacePurges as NamespacePurgesService } from './namespace-purge.js';
 import { DatabaseTaskQueue, taskMigrations } from './tasks/task-queue.js';
 import { NatsTaskQueue } from './tasks/nats-task-queue.js';
 import { TaskBacklog, TaskConsumerPresence, taskConsumerMigrations } from './tasks/consumers.js';
@@ -273,6 +274,7 @@ async function assembleCore(
   container.bind(T.RequestLog).toConstantValue(requestLog);
   container.bind(T.ResourceIdentifiers).toConstantValue(new ResourceIdentifiersService());
   container.bind(T.ReferenceRegistry).toConstantValue(new ReferenceRegistryService());
+  container.bind(T.NamespacePurges).toConstantValue(new NamespacePurgesService());
   // Tasks travel through a JetStream work queue when NATS is configured; the table stays their record either way.
   const tasks = config.natsUrl
     ? await NatsTaskQueue.create({

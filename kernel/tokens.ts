@@ -20,6 +20,7 @@ import type { HealthRegistry as HealthRegistryShape } from './health.js';
 import type { PluginRegistry as PluginRegistryShape } from './plugins.js';
 import type { ResourceIdentifiers as ResourceIdentifiersShape } from './auth/resource-identifiers.js';
 import type { ReferenceRegistry as ReferenceRegistryShape } from './references.js';
+import type { NamespacePurges as NamespacePurgesShape } from './namespace-purge.js';
 import type { TaskQueue as TaskQueueShape } from './tasks/task-queue.js';
 import type { TaskBacklog as TaskBacklogShape } from './tasks/consumers.js';
 import type { CollectionProcessor as CollectionProcessorShape, ObjectCatalog as ObjectCatalogShape } from './processing.js';
@@ -82,6 +83,8 @@ export const PluginRegistry = createToken<PluginRegistryShape>('PluginRegistry')
 export const ApiDocument = createToken<Record<string, unknown>>('ApiDocument');
 export const ResourceIdentifiers = createToken<ResourceIdentifiersShape>('ResourceIdentifiers');
 export const ReferenceRegistry = createToken<ReferenceRegistryShape>('ReferenceRegistry');
+/** What each plugin removes when a namespace is deleted (kernel/namespace-purge.ts). */
+export const NamespacePurges = createToken<NamespacePurgesShape>('NamespacePurges');
 export const TaskQueue = createToken<TaskQueueShape>('TaskQueue');
 /** Whether anyone takes tasks and how long the oldest has waited (health, batches waiting for a worker). */
 export const TaskBacklog = createToken<TaskBacklogShape>('TaskBacklog');

@@ -30,9 +30,15 @@ export class ResourceIdentifiers {
     this.locators.set(type, locator);
   }
 
-  /** The namespace id of the resource with this id, or undefined when there is none. */
-  locate(type: ResourceType, organizationId: string, id: string): Promise<string | undefined> {
-    return this.locators.get(type)?.(organizationId, id) ?? Promise.resolve(undefined);
+  /**
+   * The namespace id of the resource with this id, or undefined when there is none — nor when its namespace
+   * was deleted (its contents are purged shortly after: until then they must be as unreachable as after).
+   */
+  async locate(type: ResourceType, organizationId: string, id: string): Promise<string | undefined> {
+    const namespaceId = await this.locators.get(type)?.(organizationId, id);
+    if (namespaceId === undefined) return undefined;
+    const namespace = await this.find('namespace', { organizationId, namespace: null, identifier: namespaceId });
+    return namespace?.[0] === namespaceId ? namespaceId : undefined;
   }
 
   register(type: ResourceType, resolver: IdentifierResolver): void {

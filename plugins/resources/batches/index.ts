@@ -5,6 +5,7 @@
 import { NotFoundError } from '../../../kernel/errors.js';
 import type { RequestContext } from '../../../kernel/http/context.js';
 import { callerOf } from '../../../kernel/http/handlers.js';
+import { PURGE_ORDER } from '../../../kernel/namespace-purge.js';
 import { defineResource } from '../../../kernel/plugins.js';
 import {
   BlobStore,
@@ -15,6 +16,7 @@ import {
   Announcer,
   EventBus,
   Lifecycle,
+  NamespacePurges,
   ObjectCatalog,
   ResourceIdentifiers,
   RootLogger,
@@ -124,6 +126,18 @@ export default defineResource({
       { chunkSize: config.batchChunkSize, cancelCheckMs: CANCEL_CHECK_MS },
     ).register();
     tasks.register(HEALTH_TASK, async () => ({ checked: await services.get(BatchHealth).run() }));
+    // A deleted namespace's batches (their chunks go with them; a chunk still queued finds no batch and stops).
+    services.get(NamespacePurges).register('batches', PURGE_ORDER.batches, async ({ organizationId, namespaceId }) => {
+      const db = services.get(DatabaseHandle).db;
+      const rows = (await db('batches').where({ organization_id: organizationId, namespace_id: namespaceId }).select('batch_id', 'manifest_key')) as Array<
+        Pick<BatchRow, 'batch_id' | 'manifest_key'>
+      >;
+      for (const row of rows) {
+        await services.get(Store).delete(row.batch_id);
+        if (row.manifest_key) await services.get(BlobStore).delete(row.manifest_key);
+      }
+      return { batches: rows.length };
+    });
     if (config.batchHealthIntervalMs > 0) {
       const timer = setInterval(() => {
         tasks.enqueue(HEALTH_TASK, {}, { dedupeKey: HEALTH_TASK, maxAttempts: 1 }).catch((err: unknown) => log.error({ err }, 'could not schedule the batch health probe'));

@@ -6,6 +6,7 @@ import { NotAllowedError } from '../../../kernel/errors.js';
 import { parseFilter } from '../../../kernel/filters/filter.js';
 import type { RequestContext } from '../../../kernel/http/context.js';
 import { callerOf } from '../../../kernel/http/handlers.js';
+import { PURGE_ORDER } from '../../../kernel/namespace-purge.js';
 import { defineResource } from '../../../kernel/plugins.js';
 import type { ObjectCatalog as ObjectCatalogShape } from '../../../kernel/processing.js';
 import {
@@ -14,8 +15,8 @@ import {
   Config,
   DatabaseHandle,
   Announcer,
-  EventBus,
   Lifecycle,
+  NamespacePurges,
   ObjectCatalog,
   PresignedPutGate,
   ReferenceRegistry,
@@ -146,25 +147,20 @@ export default defineResource({
     );
     tasks.register(CLEANUP_TASK, async ({ log: taskLog }) => ({ cleaned: await services.get(Uploads).cleanupExpired(taskLog) }));
     tasks.register(PURGE_BLOBS_TASK, async ({ task }) => ({ deleted: await blobs.deletePrefix(String(task.payload.prefix)) }));
-    tasks.register(PURGE_NAMESPACE_TASK, async ({ task }) => {
-      const { organization_id: organizationId, namespace_id: namespaceId } = task.payload as { organization_id: string; namespace_id: string };
+    // A deleted namespace takes its buckets, objects, uploads and blobs with it (after the collections reading them).
+    const purgeNamespace = async ({ organizationId, namespaceId }: { organizationId: string; namespaceId: string }) => {
       const removed = (await db('buckets').where({ organization_id: organizationId, namespace_id: namespaceId }).delete().returning('bucket_id')).length;
       const deleted = await blobs.deletePrefix(`${organizationId}/${namespaceId}/`);
       return { buckets: removed, blobs: deleted };
+    };
+    services.get(NamespacePurges).register('buckets', PURGE_ORDER.buckets, purgeNamespace);
+    // Queued by earlier versions, before the namespace purge task took this over.
+    tasks.register(PURGE_NAMESPACE_TASK, async ({ task }) => {
+      const { organization_id: organizationId, namespace_id: namespaceId } = task.payload as { organization_id: string; namespace_id: string };
+      return purgeNamespace({ organizationId, namespaceId });
     });
 
-    // A deleted namespace takes its buckets, objects, uploads and blobs with it.
-    const unsubscribe = services.get(EventBus).subscribe('namespace.deleted', async (event) => {
-      const namespaceId = event.data.namespace_id;
-      if (typeof namespaceId !== 'string') return;
-      await tasks.enqueue(
-        PURGE_NAMESPACE_TASK,
-        { organization_id: event.organization_id, namespace_id: namespaceId },
-        { organizationId: event.organization_id, dedupeKey: `purge-ns:${namespaceId}` },
-      );
-    });
     const lifecycle = services.get(Lifecycle);
-    lifecycle.onShutdown('buckets: namespace subscription', unsubscribe);
 
     const interval = services.get(Config).uploadCleanupIntervalMs;
     if (interval > 0) {

@@ -6,6 +6,7 @@ import type { components } from '../../../generated/openapi.js';
 import type { RequestContext } from '../../../kernel/http/context.js';
 import { callerOf } from '../../../kernel/http/handlers.js';
 import { iso } from '../../../kernel/http/values.js';
+import { PURGE_ORDER } from '../../../kernel/namespace-purge.js';
 import { defineResource } from '../../../kernel/plugins.js';
 import {
   BlobStore,
@@ -14,6 +15,7 @@ import {
   Config,
   DatabaseHandle,
   Inference,
+  NamespacePurges,
   ObjectCatalog,
   RootLogger,
   VectorIndex,
@@ -178,6 +180,18 @@ export default defineResource({
         })),
       );
     }
+    // A deleted namespace's collections: vectors, stored artifacts and text index first, then the row (its
+    // documents go with it), so a retried purge finds whatever is left. Derived collections before their sources.
+    services.get(NamespacePurges).register('collections', PURGE_ORDER.collections, async ({ organizationId, namespaceId }) => {
+      const rows = await store.list(organizationId, namespaceId);
+      rows.sort((a, b) => Number(b.source.type === 'collection') - Number(a.source.type === 'collection'));
+      for (const row of rows) {
+        await services.get(Processor).forgetCollection(row);
+        await store.delete(row.collection_id);
+        await services.get(Changes).changed(row, 'collection.deleted', []);
+      }
+      return { collections: rows.length };
+    });
   },
   handlers: {
     createCollection: async ({ body, ctx, services }) => {

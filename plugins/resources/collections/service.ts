@@ -169,12 +169,11 @@ export class CollectionService {
 
   private async namespaceOfSource(organizationId: string, source: CollectionInput['source']): Promise<string> {
     const id = source.type === 'bucket' ? source.bucket_id : source.collection_id;
-    const found =
-      id === undefined
-        ? undefined
-        : source.type === 'bucket'
-          ? await this.identifiers.locate('bucket', organizationId, id)
-          : (await this.store.findById(organizationId, id))?.namespace_id;
+    const found = id === undefined ? undefined : await this.identifiers.locate(source.type, organizationId, id);
+    if (!found && id !== undefined && id.startsWith(source.type === 'bucket' ? 'bkt_' : 'col_')) {
+      const what = source.type === 'bucket' ? 'Source bucket' : 'Source collection';
+      throw new NotFoundError(`${what} '${id}' not found`, { [source.type]: id });
+    }
     if (!found) {
       throw new InputError(
         'Without X-Namespace, the source must be named by its id (bkt_… or col_…) so its namespace can be found; send X-Namespace to use a name',

@@ -16,12 +16,14 @@ import {
   Announcer,
   EventBus,
   Lifecycle,
+  NamespacePurges,
   NamespaceResolver,
   ResourceIdentifiers,
+  TaskQueue,
   createToken,
 } from '../../../kernel/tokens.js';
 import { namespaceMigrations } from './migrations.js';
-import { NamespaceService } from './service.js';
+import { NamespaceService, PURGE_TASK } from './service.js';
 import { CachedNamespaceResolver, NamespaceStore, type NamespaceRow } from './store.js';
 
 const Namespaces = createToken<NamespaceService>('namespaces.NamespaceService');
@@ -57,13 +59,19 @@ export default defineResource({
     container.bind(Resolver).toConstantValue(resolver);
     container.bind(NamespaceResolver).toConstantValue(resolver);
     container.bind(Namespaces).toConstantValue(
-      new NamespaceService(db, store, resolver, services.get(AuditLog), services.get(Announcer), services.get(Clock)),
+      new NamespaceService(db, store, resolver, services.get(AuditLog), services.get(Announcer), services.get(Clock), services.get(TaskQueue)),
     );
   },
   setup: ({ services }) => {
     const resolver = services.get(Resolver);
     const unsubscribe = resolver.listen(services.get(EventBus));
     services.get(Lifecycle).onShutdown('namespace cache subscription', unsubscribe);
+    // A deleted namespace's contents: every plugin's purger, in order (kernel/namespace-purge.ts).
+    const purges = services.get(NamespacePurges);
+    services.get(TaskQueue).register(PURGE_TASK, async ({ task, log }) => {
+      const payload = task.payload as { organization_id: string; namespace_id: string; deleted_by?: string | null };
+      return purges.purge({ organizationId: payload.organization_id, namespaceId: payload.namespace_id, deletedBy: payload.deleted_by ?? null }, log);
+    });
     services.get(ResourceIdentifiers).register('namespace', async ({ organizationId, identifier }) => {
       const found = await resolver.resolve(organizationId, identifier);
       return found ? [found.id, found.name] : undefined;

@@ -7,7 +7,11 @@ import { ConflictError, InputError, NotFoundError } from '../../../kernel/errors
 import type { Announcer } from '../../../kernel/events/announcer.js';
 import { newId } from '../../../kernel/ids.js';
 import { isUniqueViolation } from '../../../kernel/http/values.js';
+import type { TaskQueue } from '../../../kernel/tasks/task-queue.js';
 import type { NamespaceRow, NamespaceStore, CachedNamespaceResolver } from './store.js';
+
+/** The durable task that removes what a deleted namespace held (kernel/namespace-purge.ts). */
+export const PURGE_TASK = 'namespaces.purge';
 
 export interface NamespaceInput {
   namespace_name?: string;
@@ -26,6 +30,7 @@ export class NamespaceService {
     private readonly audit: AuditLog,
     private readonly announcer: Announcer,
     private readonly clock: Clock,
+    private readonly tasks: TaskQueue,
   ) {}
 
   async get(organizationId: string, nameOrId: string): Promise<NamespaceRow> {
@@ -93,10 +98,21 @@ export class NamespaceService {
     return after;
   }
 
+  /**
+   * Deletes the namespace and, in the same transaction, queues the purge of everything in it (retrievers and
+   * their publications and keys, batches, collections with their documents and vectors, buckets with their
+   * objects and blobs): the name is free at once, the contents go within moments, and a crash in between
+   * loses nothing.
+   */
   async delete(organizationId: string, actor: AuditActor, nameOrId: string): Promise<NamespaceRow> {
     const row = await this.get(organizationId, nameOrId);
     await this.db.transaction(async (trx) => {
       await this.store.delete(trx, organizationId, row.namespace_id);
+      await this.tasks.enqueue(
+        PURGE_TASK,
+        { organization_id: organizationId, namespace_id: row.namespace_id, deleted_by: actor.userEmail },
+        { organizationId, dedupeKey: `purge-namespace:${row.namespace_id}`, transaction: trx, maxAttempts: 20 },
+      );
       await this.audit.record(trx, {
         organizationId,
         action: 'namespace_deleted',

@@ -7,7 +7,7 @@
  */
 import type { Knex } from 'knex';
 import type { components } from '../../../generated/openapi.js';
-import type { AuditLog } from '../../../kernel/auth/audit-log.js';
+import type { AuditActor, AuditLog } from '../../../kernel/auth/audit-log.js';
 import type { AuthContext } from '../../../kernel/auth/authenticator.js';
 import { keyStatus, type KeyRecord, type KeyStore } from '../../../kernel/auth/key-store.js';
 import { generateKeySecret } from '../../../kernel/auth/keys.js';
@@ -156,6 +156,37 @@ export class RetrieverKeyService {
     });
     await this.announce('api_key.revoked', key);
     return key;
+  }
+
+  /**
+   * Revokes every active key bound to these retrievers (they are being deleted): a key of a retriever that
+   * no longer exists must not stay listed as active, nor come back to life with a retriever of the same id.
+   */
+  async revokeAllOf(organizationId: string, retrieverIds: readonly string[], actor: AuditActor, reason: string): Promise<number> {
+    if (retrieverIds.length === 0) return 0;
+    const bound = (await this.s.db('api_keys')
+      .where({ organization_id: organizationId, status: 'active' })
+      .whereIn('bound_retriever_id', [...retrieverIds])
+      .select('key_id')) as Array<{ key_id: string }>;
+    for (const { key_id: keyId } of bound) {
+      const before = await this.s.keys.findById(organizationId, keyId);
+      if (!before || before.status === 'revoked') continue;
+      const key = await this.s.db.transaction(async (trx) => {
+        const revoked = await this.s.keys.revoke(trx, organizationId, keyId, actor.userEmail ?? 'system');
+        await this.s.audit.record(trx, {
+          organizationId,
+          action: 'api_key_revoked',
+          actor,
+          resourceType: 'api_key',
+          resourceId: revoked.key_id,
+          resourceName: revoked.name,
+          changes: { status: { from: keyStatus(before, this.s.clock.now()), to: 'revoked' }, retriever_id: before.bound_retriever_id, reason },
+        });
+        return revoked;
+      });
+      await this.announce('api_key.revoked', key);
+    }
+    return bound.length;
   }
 
   /** The retriever, when the caller is its owner (or an admin acting for a departed owner); else a 403. */

@@ -7,6 +7,7 @@ import type { components } from '../../../generated/openapi.js';
 import type { RequestContext } from '../../../kernel/http/context.js';
 import { callerOf } from '../../../kernel/http/handlers.js';
 import { iso } from '../../../kernel/http/values.js';
+import { PURGE_ORDER } from '../../../kernel/namespace-purge.js';
 import { defineResource } from '../../../kernel/plugins.js';
 import { RetrievalEngine, type ExecutionObserver, type ExecutionOutcome } from '../../../kernel/retrieval/engine.js';
 import { PageCursors } from '../../../kernel/retrieval/page-cursors.js';
@@ -20,6 +21,7 @@ import {
   Announcer,
   KeyStore,
   Lifecycle,
+  NamespacePurges,
   PluginRegistry,
   ReferenceRegistry,
   ResourceIdentifiers,
@@ -228,6 +230,16 @@ export default defineResource({
     timer.unref();
     services.get(Lifecycle).onShutdown('retrievers: cache sweep timer', () => clearInterval(timer));
     services.get(Lifecycle).onShutdown('retrievers: execution history', () => services.get(History).flush());
+
+    // A deleted namespace's retrievers go first: with them their publications (the public names are free
+    // again), executions and interactions (foreign keys), and their keys are revoked.
+    services.get(NamespacePurges).register('retrievers', PURGE_ORDER.retrievers, async ({ organizationId, namespaceId, deletedBy }) => {
+      await services.get(History).flush();
+      const ids = await store.idsInNamespace(organizationId, namespaceId);
+      for (const id of ids) await store.delete(id);
+      const keys = await services.get(RetrieverKeys).revokeAllOf(organizationId, ids, { keyId: null, userEmail: deletedBy }, 'namespace deleted');
+      return { retrievers: ids.length, keys_revoked: keys };
+    });
   },
   handlers: {
     createRetrieverApiKey: async ({ params, body, ctx, services }) => {
@@ -295,7 +307,12 @@ export default defineResource({
       return { status: 201, body: { retriever: toRetriever(row) } };
     },
     deleteRetriever: async ({ params, ctx, services }) => {
-      const row = await services.get(Retrievers).delete(callerOf(ctx).organizationId, namespaceOf(ctx), params.retriever_id);
+      const caller = callerOf(ctx);
+      const row = await services.get(Retrievers).delete(caller.organizationId, namespaceOf(ctx), params.retriever_id);
+      // Its publication, executions and interactions went with it (foreign keys); its keys are revoked.
+      await services
+        .get(RetrieverKeys)
+        .revokeAllOf(caller.organizationId, [row.retriever_id], { keyId: caller.keyId, userEmail: caller.userEmail, requestId: ctx.requestId }, 'retriever deleted');
       return { status: 200, body: { retriever_id: row.retriever_id, retriever_name: row.retriever_name, deleted: true } };
     },
     executeRetriever: async ({ params, query, body, ctx, services, req, res }) => {

@@ -160,6 +160,12 @@ export class RetrieverStore {
     }
   }
 
+  /** Ids of the namespace's retrievers (a deleted namespace's purge). */
+  async idsInNamespace(organizationId: string, namespaceId: string): Promise<string[]> {
+    const rows = (await this.db('retrievers').where({ organization_id: organizationId, namespace_id: namespaceId }).select('retriever_id')) as Array<{ retriever_id: string }>;
+    return rows.map((r) => r.retriever_id);
+  }
+
   async delete(retrieverId: string): Promise<void> {
     try {
       await this.db('retrievers').where({ retriever_id: retrieverId }).delete();
