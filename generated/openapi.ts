@@ -2073,14 +2073,10 @@ export interface components {
             error_summary: {
                 [key: string]: number;
             } | null;
-            internal_metadata: {
-                [key: string]: unknown;
-            };
+            internal_metadata: components["schemas"]["Metadata"];
             loaded_object_ids: string[] | null;
             manifest_key: string | null;
-            metadata: {
-                [key: string]: unknown;
-            };
+            metadata: components["schemas"]["Metadata"];
             object_ids: string[];
             progress: components["schemas"]["BatchProgress"];
             status: components["schemas"]["UploadStatus"];
@@ -2093,9 +2089,7 @@ export interface components {
             updated_at: string;
         };
         BatchCreateRequest: {
-            metadata?: {
-                [key: string]: unknown;
-            };
+            metadata?: components["schemas"]["Metadata"];
             /** @description Objects of this bucket; more can be added while the batch is DRAFT. */
             object_ids?: string[];
             /** @description Adds every object of the bucket whose key starts with this text, taken literally (no wildcards); "" adds the whole bucket. Together with `object_ids`, the batch holds both. */
@@ -2124,9 +2118,7 @@ export interface components {
             /** @description e.g. validation (bad input), dependency (a service it needs failed), extraction, internal. A record an extractor cannot read is not an error: it is skipped and counted in TierTaskInfo.documents_skipped. */
             error_type: string;
             message: string;
-            metadata?: {
-                [key: string]: unknown;
-            };
+            metadata?: components["schemas"]["Metadata"];
             recovery_suggestion?: string | null;
             /** @description fetch, filter, extract or write */
             stage?: string | null;
@@ -2171,9 +2163,7 @@ export interface components {
             waiting_for_worker?: boolean;
         };
         BatchUpdateRequest: {
-            metadata: {
-                [key: string]: unknown;
-            };
+            metadata: components["schemas"]["Metadata"];
         };
         Bucket: {
             bucket_id: string;
@@ -2182,9 +2172,7 @@ export interface components {
             created_at: string;
             created_by?: string | null;
             description: string | null;
-            metadata: {
-                [key: string]: unknown;
-            };
+            metadata: components["schemas"]["Metadata"];
             namespace_id: string;
             object_count: number;
             schema: components["schemas"]["BucketSchema"];
@@ -2195,9 +2183,7 @@ export interface components {
         BucketCreateRequest: {
             bucket_name: components["schemas"]["BucketName"];
             description?: string | null;
-            metadata?: {
-                [key: string]: unknown;
-            };
+            metadata?: components["schemas"]["Metadata"];
             schema?: components["schemas"]["BucketSchema"];
         };
         BucketDeleted: {
@@ -2222,9 +2208,7 @@ export interface components {
             created_at: string;
             created_by?: string | null;
             key: string;
-            metadata: {
-                [key: string]: unknown;
-            };
+            metadata: components["schemas"]["Metadata"];
             namespace_id: string;
             object_id: string;
             /** @description The principal who owns the object (null when unowned). */
@@ -2253,9 +2237,7 @@ export interface components {
         BucketUpdateRequest: {
             bucket_name?: components["schemas"]["BucketName"];
             description?: string | null;
-            metadata?: {
-                [key: string]: unknown;
-            };
+            metadata?: components["schemas"]["Metadata"];
             schema?: components["schemas"]["BucketSchema"];
         };
         CacheInvalidationEvent: {
@@ -2280,9 +2262,7 @@ export interface components {
             document_handling: components["schemas"]["DocumentHandling"];
             enabled: boolean;
             feature_extractors: components["schemas"]["FeatureExtractorConfig"][];
-            metadata: {
-                [key: string]: unknown;
-            };
+            metadata: components["schemas"]["Metadata"];
             namespace_id: string;
             output_schema: {
                 properties: {
@@ -2323,9 +2303,7 @@ export interface components {
             /** @default true */
             enabled?: boolean;
             feature_extractors?: components["schemas"]["FeatureExtractorConfig"][];
-            metadata?: {
-                [key: string]: unknown;
-            };
+            metadata?: components["schemas"]["Metadata"];
             source: components["schemas"]["CollectionSource"];
             taxonomy_applications?: components["schemas"]["TaxonomyApplication"][];
         };
@@ -2359,9 +2337,7 @@ export interface components {
             collection_name?: components["schemas"]["CollectionName"];
             description?: string | null;
             enabled?: boolean;
-            metadata?: {
-                [key: string]: unknown;
-            };
+            metadata?: components["schemas"]["Metadata"];
             taxonomy_applications?: components["schemas"]["TaxonomyApplication"][];
         };
         ComponentHealth: {
@@ -2574,9 +2550,7 @@ export interface components {
             filters: components["schemas"]["Filters"];
         };
         DocumentUpdateRequest: {
-            metadata: {
-                [key: string]: unknown;
-            };
+            metadata: components["schemas"]["Metadata"];
         };
         /**
          * @description One document written directly. Give `key` (your own id for it) so re-sending replaces instead of adding;
@@ -2593,9 +2567,7 @@ export interface components {
             grants?: string[];
             /** @description Your identifier for the document, unique in the collection; writing it again replaces the document. */
             key?: string;
-            metadata?: {
-                [key: string]: unknown;
-            };
+            metadata?: components["schemas"]["Metadata"];
             /**
              * @description The principal that owns the document. A `usr_sk_` key's own principal by default (it cannot name
              *     another); other keys may name one, or null for none. Left out on a replacement: unchanged.
@@ -2896,15 +2868,17 @@ export interface components {
                 user_id: string;
             };
         };
+        /** @description Free-form JSON of your own. At most 64 KiB written as JSON (a 422 `json_too_large` above it): metadata is read back with every list of its resource, so it is kept small; put large content in objects or documents. */
+        Metadata: {
+            [key: string]: unknown;
+        };
         Namespace: {
             /** Format: date-time */
             created_at: string;
             created_by?: string | null;
             description: string | null;
             feature_extractors: components["schemas"]["FeatureExtractorRef"][];
-            metadata: {
-                [key: string]: unknown;
-            };
+            metadata: components["schemas"]["Metadata"];
             namespace_id: string;
             namespace_name: string;
             /** Format: date-time */
@@ -2913,9 +2887,7 @@ export interface components {
         NamespaceCreateRequest: {
             description?: string | null;
             feature_extractors?: components["schemas"]["FeatureExtractorRef"][];
-            metadata?: {
-                [key: string]: unknown;
-            };
+            metadata?: components["schemas"]["Metadata"];
             namespace_name: components["schemas"]["NamespaceName"];
         };
         NamespaceDeleted: {
@@ -2935,9 +2907,7 @@ export interface components {
         NamespaceUpdateRequest: {
             description?: string | null;
             feature_extractors?: components["schemas"]["FeatureExtractorRef"][];
-            metadata?: {
-                [key: string]: unknown;
-            };
+            metadata?: components["schemas"]["Metadata"];
             namespace_name?: components["schemas"]["NamespaceName"];
         };
         ObjectBlob: {
@@ -2985,9 +2955,7 @@ export interface components {
             blobs?: components["schemas"]["ObjectBlobInput"][];
             /** @description The object's key (a path such as `docs/2026/report.pdf`); defaults to its id. Unique in the bucket. */
             key?: string;
-            metadata?: {
-                [key: string]: unknown;
-            };
+            metadata?: components["schemas"]["Metadata"];
             /**
              * @description The end user (principal) who owns the object, as on documents: a user-scoped (`usr_sk_`) key sees
              *     only objects its `principal_id` owns. Defaults to the creating key's principal for a `usr_sk_` key
@@ -3024,9 +2992,7 @@ export interface components {
             };
         };
         ObjectUpdateRequest: {
-            metadata: {
-                [key: string]: unknown;
-            };
+            metadata: components["schemas"]["Metadata"];
         };
         OrganizationUsage: {
             avg_latency_ms: number;
@@ -3237,6 +3203,10 @@ export interface components {
             rate_limits?: components["schemas"]["PublishedRateLimitsRequest"];
             /** @description Defaults to the display config's title, else the retriever's name. */
             title?: string;
+        };
+        /** @description What the query was when the interaction happened (free-form JSON). At most 16 KiB written as JSON (a 422 `json_too_large` above it). */
+        QuerySnapshot: {
+            [key: string]: unknown;
         };
         ResourceScope: {
             operations?: components["schemas"]["ScopeOperation"][] | null;
@@ -3580,9 +3550,7 @@ export interface components {
             execution_id?: string;
             interaction_type: ("VIEW" | "CLICK" | "POSITIVE_FEEDBACK" | "NEGATIVE_FEEDBACK" | "PURCHASE" | "ADD_TO_CART" | "WISHLIST" | "LONG_VIEW" | "SHARE" | "BOOKMARK" | "click" | "long_view" | "positive_feedback" | "negative_feedback")[];
             position?: number;
-            query_snapshot?: {
-                [key: string]: unknown;
-            };
+            query_snapshot?: components["schemas"]["QuerySnapshot"];
             session_id?: string;
         };
         RetrieverInteractionsRecorded: {
@@ -3842,9 +3810,7 @@ export interface components {
             };
             key?: string | null;
             max_size_bytes: number;
-            metadata?: {
-                [key: string]: unknown;
-            };
+            metadata?: components["schemas"]["Metadata"];
             /** @enum {string} */
             method?: "PUT";
             object_id?: string | null;
@@ -3889,9 +3855,7 @@ export interface components {
             file_size_bytes?: number;
             filename: string;
             key?: string;
-            metadata?: {
-                [key: string]: unknown;
-            };
+            metadata?: components["schemas"]["Metadata"];
             /**
              * @description The end user (principal) who owns the upload and the object it creates, as on documents: a user-scoped (`usr_sk_`) key sees
              *     only objects its `principal_id` owns. Defaults to the creating key's principal for a `usr_sk_` key
@@ -4028,7 +3992,7 @@ export interface components {
         DocumentReturnPresignedUrls: boolean;
         /** @description Add `vectors` to each returned document, its stored vectors by feature name. */
         DocumentReturnVectors: boolean;
-        /** @description Window end (RFC 3339 date-time). Defaults to now. */
+        /** @description Window end (RFC 3339 date-time, sent as `start` is). Defaults to now. */
         End: string;
         ExecutionId: string;
         KeyId: string;
@@ -4054,7 +4018,7 @@ export interface components {
         ReturnPresignedUrls: boolean;
         /** @description The visitor's session, recorded with each interaction. */
         SessionIdHeader: string;
-        /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. Usage windows span at most 366 days (a longer one is a 400). */
+        /** @description Window start (RFC 3339 date-time, e.g. `2026-11-29T00:00:00Z`; `:` may be sent as is, a `+` offset must be sent as `%2B`). Defaults to 7 days before `end`. Usage windows span at most 366 days (a longer one is a 400). */
         Start: string;
         UploadId: string;
         UserEmail: string;
@@ -6027,9 +5991,9 @@ export interface operations {
     getApiKeyUsage: {
         parameters: {
             query?: {
-                /** @description Window end (RFC 3339 date-time). Defaults to now. */
+                /** @description Window end (RFC 3339 date-time, sent as `start` is). Defaults to now. */
                 end?: components["parameters"]["End"];
-                /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. Usage windows span at most 366 days (a longer one is a 400). */
+                /** @description Window start (RFC 3339 date-time, e.g. `2026-11-29T00:00:00Z`; `:` may be sent as is, a `+` offset must be sent as `%2B`). Defaults to 7 days before `end`. Usage windows span at most 366 days (a longer one is a 400). */
                 start?: components["parameters"]["Start"];
             };
             header?: never;
@@ -6060,9 +6024,9 @@ export interface operations {
     getApiKeyEndpointUsage: {
         parameters: {
             query?: {
-                /** @description Window end (RFC 3339 date-time). Defaults to now. */
+                /** @description Window end (RFC 3339 date-time, sent as `start` is). Defaults to now. */
                 end?: components["parameters"]["End"];
-                /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. Usage windows span at most 366 days (a longer one is a 400). */
+                /** @description Window start (RFC 3339 date-time, e.g. `2026-11-29T00:00:00Z`; `:` may be sent as is, a `+` offset must be sent as `%2B`). Defaults to 7 days before `end`. Usage windows span at most 366 days (a longer one is a 400). */
                 start?: components["parameters"]["Start"];
             };
             header?: never;
@@ -6096,11 +6060,11 @@ export interface operations {
                 action?: components["schemas"]["AuditAction"];
                 /** @description The `next_cursor` of the previous page. */
                 cursor?: string;
-                /** @description Window end (RFC 3339 date-time). Defaults to now. */
+                /** @description Window end (RFC 3339 date-time, sent as `start` is). Defaults to now. */
                 end?: components["parameters"]["End"];
                 limit?: components["parameters"]["Limit"];
                 resource_id?: string;
-                /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. Usage windows span at most 366 days (a longer one is a 400). */
+                /** @description Window start (RFC 3339 date-time, e.g. `2026-11-29T00:00:00Z`; `:` may be sent as is, a `+` offset must be sent as `%2B`). Defaults to 7 days before `end`. Usage windows span at most 366 days (a longer one is a 400). */
                 start?: components["parameters"]["Start"];
             };
             header?: never;
@@ -6128,9 +6092,9 @@ export interface operations {
     getOrganizationUsage: {
         parameters: {
             query?: {
-                /** @description Window end (RFC 3339 date-time). Defaults to now. */
+                /** @description Window end (RFC 3339 date-time, sent as `start` is). Defaults to now. */
                 end?: components["parameters"]["End"];
-                /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. Usage windows span at most 366 days (a longer one is a 400). */
+                /** @description Window start (RFC 3339 date-time, e.g. `2026-11-29T00:00:00Z`; `:` may be sent as is, a `+` offset must be sent as `%2B`). Defaults to 7 days before `end`. Usage windows span at most 366 days (a longer one is a 400). */
                 start?: components["parameters"]["Start"];
             };
             header?: never;
@@ -6158,9 +6122,9 @@ export interface operations {
     getOrganizationKeyUsage: {
         parameters: {
             query?: {
-                /** @description Window end (RFC 3339 date-time). Defaults to now. */
+                /** @description Window end (RFC 3339 date-time, sent as `start` is). Defaults to now. */
                 end?: components["parameters"]["End"];
-                /** @description Window start (RFC 3339 date-time). Defaults to 7 days before `end`. Usage windows span at most 366 days (a longer one is a 400). */
+                /** @description Window start (RFC 3339 date-time, e.g. `2026-11-29T00:00:00Z`; `:` may be sent as is, a `+` offset must be sent as `%2B`). Defaults to 7 days before `end`. Usage windows span at most 366 days (a longer one is a 400). */
                 start?: components["parameters"]["Start"];
             };
             header?: never;

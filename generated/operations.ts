@@ -13,7 +13,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "cancelBatch": {
     "method": "post",
@@ -27,7 +28,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "cloneRetriever": {
     "method": "post",
@@ -41,7 +43,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "confirmUpload": {
     "method": "post",
@@ -55,7 +58,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "createApiKey": {
     "method": "post",
@@ -69,7 +73,8 @@ export const operationTable = {
     },
     "namespaceHeader": null,
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "createBatch": {
     "method": "post",
@@ -83,7 +88,15 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": [
+      {
+        "path": [
+          "metadata"
+        ],
+        "maxBytes": 65536
+      }
+    ]
   },
   "createBucket": {
     "method": "post",
@@ -97,7 +110,15 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": [
+      {
+        "path": [
+          "metadata"
+        ],
+        "maxBytes": 65536
+      }
+    ]
   },
   "createCollection": {
     "method": "post",
@@ -111,7 +132,15 @@ export const operationTable = {
     },
     "namespaceHeader": "optional",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": [
+      {
+        "path": [
+          "metadata"
+        ],
+        "maxBytes": 65536
+      }
+    ]
   },
   "createDocument": {
     "method": "post",
@@ -125,7 +154,15 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": [
+      {
+        "path": [
+          "metadata"
+        ],
+        "maxBytes": 65536
+      }
+    ]
   },
   "createNamespace": {
     "method": "post",
@@ -139,7 +176,15 @@ export const operationTable = {
     },
     "namespaceHeader": null,
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": [
+      {
+        "path": [
+          "metadata"
+        ],
+        "maxBytes": 65536
+      }
+    ]
   },
   "createObject": {
     "method": "post",
@@ -153,7 +198,15 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": [
+      {
+        "path": [
+          "metadata"
+        ],
+        "maxBytes": 65536
+      }
+    ]
   },
   "createObjects": {
     "method": "post",
@@ -167,7 +220,17 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": [
+      {
+        "path": [
+          "objects",
+          "*",
+          "metadata"
+        ],
+        "maxBytes": 65536
+      }
+    ]
   },
   "createRetriever": {
     "method": "post",
@@ -181,7 +244,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "createRetrieverApiKey": {
     "method": "post",
@@ -195,7 +259,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "createUpload": {
     "method": "post",
@@ -209,7 +274,15 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": [
+      {
+        "path": [
+          "metadata"
+        ],
+        "maxBytes": 65536
+      }
+    ]
   },
   "createUser": {
     "method": "post",
@@ -223,7 +296,8 @@ export const operationTable = {
     },
     "namespaceHeader": null,
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "deleteBatch": {
     "method": "delete",
@@ -237,7 +311,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "deleteBucket": {
     "method": "delete",
@@ -251,7 +326,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "deleteCollection": {
     "method": "delete",
@@ -265,7 +341,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "deleteDocument": {
     "method": "delete",
@@ -279,7 +356,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "deleteDocumentsByFilter": {
     "method": "post",
@@ -293,7 +371,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "deleteNamespace": {
     "method": "delete",
@@ -307,7 +386,8 @@ export const operationTable = {
     },
     "namespaceHeader": null,
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "deleteObject": {
     "method": "delete",
@@ -321,7 +401,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "deleteRetriever": {
     "method": "delete",
@@ -335,7 +416,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "deleteUser": {
     "method": "delete",
@@ -349,7 +431,8 @@ export const operationTable = {
     },
     "namespaceHeader": null,
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "executeAdHocRetriever": {
     "method": "post",
@@ -362,7 +445,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "executePublicRetriever": {
     "method": "post",
@@ -372,7 +456,8 @@ export const operationTable = {
     "scope": null,
     "namespaceHeader": null,
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "executePublicRetrieverByKey": {
     "method": "post",
@@ -382,7 +467,8 @@ export const operationTable = {
     "scope": null,
     "namespaceHeader": null,
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "executeRetriever": {
     "method": "post",
@@ -396,7 +482,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "explainAdHocRetriever": {
     "method": "post",
@@ -409,7 +496,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "explainRetriever": {
     "method": "post",
@@ -423,7 +511,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "getApiKey": {
     "method": "get",
@@ -437,7 +526,8 @@ export const operationTable = {
     },
     "namespaceHeader": null,
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "getApiKeyEndpointUsage": {
     "method": "get",
@@ -451,7 +541,8 @@ export const operationTable = {
     },
     "namespaceHeader": null,
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "getApiKeyUsage": {
     "method": "get",
@@ -465,7 +556,8 @@ export const operationTable = {
     },
     "namespaceHeader": null,
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "getBatch": {
     "method": "get",
@@ -479,7 +571,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "getBucket": {
     "method": "get",
@@ -493,7 +586,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "getCollection": {
     "method": "get",
@@ -507,7 +601,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "getDecompositionTree": {
     "method": "get",
@@ -521,7 +616,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "getDocument": {
     "method": "get",
@@ -535,7 +631,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "getHealth": {
     "method": "get",
@@ -545,7 +642,8 @@ export const operationTable = {
     "scope": null,
     "namespaceHeader": null,
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "getMarketplaceCatalogConfig": {
     "method": "get",
@@ -555,7 +653,8 @@ export const operationTable = {
     "scope": null,
     "namespaceHeader": null,
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "getMarketplaceListing": {
     "method": "get",
@@ -565,7 +664,8 @@ export const operationTable = {
     "scope": null,
     "namespaceHeader": null,
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "getMe": {
     "method": "get",
@@ -575,7 +675,8 @@ export const operationTable = {
     "scope": null,
     "namespaceHeader": "optional",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "getNamespace": {
     "method": "get",
@@ -589,7 +690,8 @@ export const operationTable = {
     },
     "namespaceHeader": null,
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "getObject": {
     "method": "get",
@@ -603,7 +705,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "getOpenApiDocument": {
     "method": "get",
@@ -613,7 +716,8 @@ export const operationTable = {
     "scope": null,
     "namespaceHeader": null,
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "getOrganizationKeyUsage": {
     "method": "get",
@@ -627,7 +731,8 @@ export const operationTable = {
     },
     "namespaceHeader": null,
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "getOrganizationUsage": {
     "method": "get",
@@ -640,7 +745,8 @@ export const operationTable = {
     },
     "namespaceHeader": null,
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "getPresignedBlob": {
     "method": "get",
@@ -650,7 +756,8 @@ export const operationTable = {
     "scope": null,
     "namespaceHeader": null,
     "body": "binary",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "getPublicRetrieverConfig": {
     "method": "get",
@@ -660,7 +767,8 @@ export const operationTable = {
     "scope": null,
     "namespaceHeader": null,
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "getPublicRetrieverTemplate": {
     "method": "get",
@@ -670,7 +778,8 @@ export const operationTable = {
     "scope": null,
     "namespaceHeader": null,
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "getRetriever": {
     "method": "get",
@@ -684,7 +793,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "getRetrieverExecution": {
     "method": "get",
@@ -698,7 +808,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "getRetrieverPublication": {
     "method": "get",
@@ -712,7 +823,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "getSearchPage": {
     "method": "get",
@@ -722,7 +834,8 @@ export const operationTable = {
     "scope": null,
     "namespaceHeader": null,
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "getSearchPageAsset": {
     "method": "get",
@@ -732,7 +845,8 @@ export const operationTable = {
     "scope": null,
     "namespaceHeader": null,
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "getUpload": {
     "method": "get",
@@ -746,7 +860,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "getUser": {
     "method": "get",
@@ -760,7 +875,8 @@ export const operationTable = {
     },
     "namespaceHeader": null,
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "grantDocument": {
     "method": "post",
@@ -774,7 +890,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "listApiKeys": {
     "method": "get",
@@ -787,7 +904,8 @@ export const operationTable = {
     },
     "namespaceHeader": null,
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "listAuditEvents": {
     "method": "get",
@@ -800,7 +918,8 @@ export const operationTable = {
     },
     "namespaceHeader": null,
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "listBatches": {
     "method": "get",
@@ -814,7 +933,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "listBuckets": {
     "method": "get",
@@ -827,7 +947,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "listCollections": {
     "method": "get",
@@ -840,7 +961,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "listDocuments": {
     "method": "get",
@@ -854,7 +976,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "listFeatureExtractors": {
     "method": "get",
@@ -864,7 +987,8 @@ export const operationTable = {
     "scope": null,
     "namespaceHeader": null,
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "listMarketplaceCatalog": {
     "method": "get",
@@ -874,7 +998,8 @@ export const operationTable = {
     "scope": null,
     "namespaceHeader": null,
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "listMarketplaceSubscriptions": {
     "method": "get",
@@ -887,7 +1012,8 @@ export const operationTable = {
     },
     "namespaceHeader": null,
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "listNamespaces": {
     "method": "get",
@@ -900,7 +1026,8 @@ export const operationTable = {
     },
     "namespaceHeader": null,
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "listObjects": {
     "method": "get",
@@ -914,7 +1041,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "listPublicRetrievers": {
     "method": "get",
@@ -924,7 +1052,8 @@ export const operationTable = {
     "scope": null,
     "namespaceHeader": null,
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "listPublishedRetrievers": {
     "method": "get",
@@ -937,7 +1066,8 @@ export const operationTable = {
     },
     "namespaceHeader": "optional",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "listRetrieverApiKeys": {
     "method": "get",
@@ -951,7 +1081,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "listRetrieverExecutions": {
     "method": "get",
@@ -965,7 +1096,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "listRetrievers": {
     "method": "get",
@@ -978,7 +1110,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "listRetrieverStages": {
     "method": "get",
@@ -988,7 +1121,8 @@ export const operationTable = {
     "scope": null,
     "namespaceHeader": null,
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "listUploads": {
     "method": "get",
@@ -1002,7 +1136,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "listUsers": {
     "method": "get",
@@ -1015,7 +1150,8 @@ export const operationTable = {
     },
     "namespaceHeader": null,
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "publishRetriever": {
     "method": "post",
@@ -1029,7 +1165,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "putPresignedBlob": {
     "method": "put",
@@ -1039,7 +1176,8 @@ export const operationTable = {
     "scope": null,
     "namespaceHeader": null,
     "body": "binary",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "recordPublicRetrieverInteraction": {
     "method": "post",
@@ -1049,7 +1187,15 @@ export const operationTable = {
     "scope": null,
     "namespaceHeader": null,
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": [
+      {
+        "path": [
+          "query_snapshot"
+        ],
+        "maxBytes": 16384
+      }
+    ]
   },
   "recordPublicRetrieverInteractionsBatch": {
     "method": "post",
@@ -1059,7 +1205,17 @@ export const operationTable = {
     "scope": null,
     "namespaceHeader": null,
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": [
+      {
+        "path": [
+          "interactions",
+          "*",
+          "query_snapshot"
+        ],
+        "maxBytes": 16384
+      }
+    ]
   },
   "recordRetrieverInteractions": {
     "method": "post",
@@ -1073,7 +1229,23 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": [
+      {
+        "path": [
+          "interactions",
+          "*",
+          "query_snapshot"
+        ],
+        "maxBytes": 16384
+      },
+      {
+        "path": [
+          "query_snapshot"
+        ],
+        "maxBytes": 16384
+      }
+    ]
   },
   "retryBatch": {
     "method": "post",
@@ -1087,7 +1259,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "revokeApiKey": {
     "method": "delete",
@@ -1101,7 +1274,8 @@ export const operationTable = {
     },
     "namespaceHeader": null,
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "revokeDocument": {
     "method": "delete",
@@ -1115,7 +1289,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "revokeRetrieverApiKey": {
     "method": "delete",
@@ -1129,7 +1304,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "rotateApiKey": {
     "method": "post",
@@ -1143,7 +1319,8 @@ export const operationTable = {
     },
     "namespaceHeader": null,
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "searchDocuments": {
     "method": "post",
@@ -1157,7 +1334,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "searchObjects": {
     "method": "post",
@@ -1171,7 +1349,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "submitBatch": {
     "method": "post",
@@ -1185,7 +1364,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "subscribeToMarketplaceRetriever": {
     "method": "post",
@@ -1198,7 +1378,8 @@ export const operationTable = {
     },
     "namespaceHeader": null,
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "unpublishRetriever": {
     "method": "delete",
@@ -1212,7 +1393,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "unsubscribeFromMarketplaceRetriever": {
     "method": "delete",
@@ -1225,7 +1407,8 @@ export const operationTable = {
     },
     "namespaceHeader": null,
     "body": null,
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "updateApiKey": {
     "method": "patch",
@@ -1239,7 +1422,8 @@ export const operationTable = {
     },
     "namespaceHeader": null,
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "updateBatch": {
     "method": "patch",
@@ -1253,7 +1437,15 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": [
+      {
+        "path": [
+          "metadata"
+        ],
+        "maxBytes": 65536
+      }
+    ]
   },
   "updateBucket": {
     "method": "patch",
@@ -1267,7 +1459,15 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": [
+      {
+        "path": [
+          "metadata"
+        ],
+        "maxBytes": 65536
+      }
+    ]
   },
   "updateCollection": {
     "method": "patch",
@@ -1281,7 +1481,15 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": [
+      {
+        "path": [
+          "metadata"
+        ],
+        "maxBytes": 65536
+      }
+    ]
   },
   "updateDocument": {
     "method": "patch",
@@ -1295,7 +1503,15 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": [
+      {
+        "path": [
+          "metadata"
+        ],
+        "maxBytes": 65536
+      }
+    ]
   },
   "updateNamespace": {
     "method": "patch",
@@ -1309,7 +1525,15 @@ export const operationTable = {
     },
     "namespaceHeader": null,
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": [
+      {
+        "path": [
+          "metadata"
+        ],
+        "maxBytes": 65536
+      }
+    ]
   },
   "updateObject": {
     "method": "patch",
@@ -1323,7 +1547,15 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": [
+      {
+        "path": [
+          "metadata"
+        ],
+        "maxBytes": 65536
+      }
+    ]
   },
   "updateRetriever": {
     "method": "patch",
@@ -1337,7 +1569,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "updateRetrieverPublication": {
     "method": "patch",
@@ -1351,7 +1584,8 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   },
   "upsertDocuments": {
     "method": "post",
@@ -1365,7 +1599,17 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": [
+      {
+        "path": [
+          "documents",
+          "*",
+          "metadata"
+        ],
+        "maxBytes": 65536
+      }
+    ]
   },
   "verifyPublicRetrieverPassword": {
     "method": "post",
@@ -1375,7 +1619,8 @@ export const operationTable = {
     "scope": null,
     "namespaceHeader": null,
     "body": "json",
-    "credits": 0
+    "credits": 0,
+    "jsonLimits": []
   }
 } as const;
 

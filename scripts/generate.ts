@@ -28,12 +28,21 @@ interface OperationEntry {
   /** How the request body is read: parsed JSON, or a raw stream the handler consumes itself. */
   body: 'json' | 'binary' | null;
   credits: number;
+  /** Parts of the JSON body bounded by `x-max-json-bytes`: their path (`*`: every array item) and the bound. */
+  jsonLimits: JsonLimit[];
 }
+
+interface JsonLimit {
+  path: string[];
+  maxBytes: number;
+}
+
+type SchemaNode = Record<string, unknown>;
 
 export type Doc = {
   paths: Record<string, Record<string, unknown>>;
   security?: unknown[];
-  components?: { parameters?: Record<string, Parameter> };
+  components?: { parameters?: Record<string, Parameter>; schemas?: Record<string, SchemaNode> };
 };
 
 interface Parameter {
@@ -49,6 +58,30 @@ function namespaceHeader(doc: Doc, params: Parameter[]): 'required' | 'optional'
     if (p?.in === 'header' && p.name?.toLowerCase() === 'x-namespace') return p.required ? 'required' : 'optional';
   }
   return null;
+}
+
+/** Where the operation's JSON body holds values bounded by `x-max-json-bytes` (through $ref, allOf/oneOf/anyOf, properties and items). */
+function jsonLimits(doc: Doc, op: Record<string, unknown>): JsonLimit[] {
+  const body = op.requestBody as { content?: Record<string, { schema?: SchemaNode }> } | undefined;
+  const found = new Map<string, JsonLimit>();
+  const walk = (node: SchemaNode | undefined, path: string[], seen: ReadonlySet<string>): void => {
+    if (!node) return;
+    const ref = node.$ref as string | undefined;
+    if (ref) {
+      if (!seen.has(ref)) walk(doc.components?.schemas?.[ref.split('/').pop()!], path, new Set([...seen, ref]));
+      return;
+    }
+    const maxBytes = node['x-max-json-bytes'];
+    if (typeof maxBytes === 'number') {
+      found.set(path.join('/'), { path, maxBytes });
+      return;
+    }
+    for (const key of ['allOf', 'oneOf', 'anyOf']) for (const sub of (node[key] as SchemaNode[] | undefined) ?? []) walk(sub, path, seen);
+    for (const [name, sub] of Object.entries((node.properties as Record<string, SchemaNode> | undefined) ?? {})) walk(sub, [...path, name], seen);
+    if (node.items && typeof node.items === 'object') walk(node.items as SchemaNode, [...path, '*'], seen);
+  };
+  walk(body?.content?.['application/json']?.schema, [], new Set());
+  return [...found.values()].sort((a, b) => a.path.join('/').localeCompare(b.path.join('/')));
 }
 
 function operationTable(doc: Doc): Record<string, OperationEntry> {
@@ -79,6 +112,7 @@ function operationTable(doc: Doc): Record<string, OperationEntry> {
         namespaceHeader: namespaceHeader(doc, [...shared, ...((op.parameters ?? []) as Parameter[])]),
         body: op['x-body'] === 'binary' ? 'binary' : op.requestBody ? 'json' : null,
         credits: (op['x-credits'] as number | undefined) ?? 0,
+        jsonLimits: jsonLimits(doc, op),
       };
     }
   }

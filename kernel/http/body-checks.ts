@@ -25,25 +25,44 @@ function locationOf(frame: Frame, root: Array<string | number>, last: string | n
   return [...root, ...keys.reverse()];
 }
 
+/** What a scalar (or, with `keys`, an object key) must not be: a 422 problem's message and type when it is. */
+interface ValueRule {
+  bad(value: unknown): boolean;
+  keys: boolean;
+  msg: string;
+  type: string;
+}
+
+/** Text the database cannot store: NUL characters and unpaired surrogates, in strings and object keys. */
+const UNSTORABLE_TEXT: ValueRule = {
+  bad: (value) => typeof value === 'string' && UNSTORABLE.test(value),
+  keys: true,
+  msg: 'must not contain NUL characters or unpaired surrogates',
+  type: 'string_unstorable',
+};
+
+/** JSON numbers past a double's range, which JSON.parse turns into ±Infinity (stored as null, silently). */
+const NON_FINITE: ValueRule = {
+  bad: (value) => typeof value === 'number' && !Number.isFinite(value),
+  keys: false,
+  msg: 'must be a number between -1.7976931348623157e308 and 1.7976931348623157e308',
+  type: 'number_out_of_range',
+};
+
 /**
- * The first string (or object key) in `value`, in document order, that the database could not store, as a
- * 422 problem. Iterative: a request body is at most MAX_JSON_DEPTH deep, but nothing here should rely on
- * that. Numbers and other scalars (most of a query vector's body) cost one type check each, and a location
- * is spelled out only for a problem.
+ * The first value (or object key) in `value`, in document order, that breaks `rule`, as a 422 problem.
+ * Iterative: a request body is at most MAX_JSON_DEPTH deep, but nothing here should rely on that. Other
+ * scalars (most of a query vector's body) cost one check each, and a location is spelled out only for a
+ * problem.
  */
-export function unstorableText(value: unknown, loc: Array<string | number>): FieldProblem | undefined {
-  const problem = (at: Array<string | number>): FieldProblem => ({
-    loc: at,
-    msg: 'must not contain NUL characters or unpaired surrogates',
-    type: 'string_unstorable',
-  });
-  if (typeof value === 'string') return UNSTORABLE.test(value) ? problem(loc) : undefined;
-  if (value === null || typeof value !== 'object') return undefined;
+function firstBreaking(rule: ValueRule, value: unknown, loc: Array<string | number>): FieldProblem | undefined {
+  const problem = (at: Array<string | number>): FieldProblem => ({ loc: at, msg: rule.msg, type: rule.type });
+  if (value === null || typeof value !== 'object') return rule.bad(value) ? problem(loc) : undefined;
   const open = (container: object, parent: Frame | undefined, key: string | number | undefined): Frame | FieldProblem => {
     if (Array.isArray(container)) return { keys: undefined, values: container, next: 0, parent, key };
     const frame: Frame = { keys: [], values: [], next: 0, parent, key };
     for (const [name, child] of Object.entries(container)) {
-      if (UNSTORABLE.test(name)) return problem(parent === undefined ? [...loc, name] : locationOf(parent, loc, key!).concat(name));
+      if (rule.keys && rule.bad(name)) return problem(parent === undefined ? [...loc, name] : locationOf(parent, loc, key!).concat(name));
       frame.keys!.push(name);
       frame.values.push(child);
     }
@@ -60,12 +79,81 @@ export function unstorableText(value: unknown, loc: Array<string | number>): Fie
     }
     const at = frame.next++;
     const child = frame.values[at];
-    if (typeof child === 'string') {
-      if (UNSTORABLE.test(child)) return problem(locationOf(frame, loc, frame.keys?.[at] ?? at));
-    } else if (child !== null && typeof child === 'object') {
+    if (child !== null && typeof child === 'object') {
       const opened = open(child, frame, frame.keys?.[at] ?? at);
       if (!('next' in opened)) return opened;
       stack.push(opened);
+    } else if (rule.bad(child)) {
+      return problem(locationOf(frame, loc, frame.keys?.[at] ?? at));
+    }
+  }
+  return undefined;
+}
+
+/** The first string (or object key) in `value` that the database could not store, as a 422 problem. */
+export function unstorableText(value: unknown, loc: Array<string | number>): FieldProblem | undefined {
+  return firstBreaking(UNSTORABLE_TEXT, value, loc);
+}
+
+/** The first number in `value` that JSON.parse made infinite (`1e400`), as a 422 problem. */
+export function nonFiniteNumber(value: unknown, loc: Array<string | number>): FieldProblem | undefined {
+  return firstBreaking(NON_FINITE, value, loc);
+}
+
+/**
+ * True when a JSON text may hold a number beyond a double's range: one needs an exponent of three or more
+ * digits, or 309 digits in a row. Most bodies (a query vector's short decimals) are settled by this scan.
+ */
+export function mayHoldHugeNumbers(body: Buffer): boolean {
+  for (let at = body.indexOf(0x65); at >= 0; at = body.indexOf(0x65, at + 1)) if (exponentAt(body, at)) return true;
+  for (let at = body.indexOf(0x45); at >= 0; at = body.indexOf(0x45, at + 1)) if (exponentAt(body, at)) return true;
+  let run = 0;
+  for (const byte of body) {
+    run = byte >= 0x30 && byte <= 0x39 ? run + 1 : 0;
+    if (run >= 309) return true;
+  }
+  return false;
+}
+
+/** An `e`/`E` followed by an optional sign and at least three digits. */
+function exponentAt(body: Buffer, at: number): boolean {
+  let i = at + 1;
+  if (body[i] === 0x2b || body[i] === 0x2d) i++;
+  let digits = 0;
+  while (i < body.length && body[i]! >= 0x30 && body[i]! <= 0x39 && digits < 3) {
+    digits++;
+    i++;
+  }
+  return digits >= 3;
+}
+
+/** Parts of a JSON body bounded in size (`x-max-json-bytes` in the OpenAPI document): path (`*`: every array item) and bound. */
+export interface JsonLimit {
+  readonly path: readonly string[];
+  readonly maxBytes: number;
+}
+
+/** The first part of `body` larger than its bound when written as JSON, as a 422 problem. */
+export function oversizedJson(body: unknown, limits: readonly JsonLimit[]): FieldProblem | undefined {
+  for (const limit of limits) {
+    let level: Array<{ value: unknown; loc: Array<string | number> }> = [{ value: body, loc: ['body'] }];
+    for (const step of limit.path) {
+      const next: typeof level = [];
+      for (const { value, loc } of level) {
+        if (step === '*') {
+          if (Array.isArray(value)) value.forEach((item, i) => next.push({ value: item, loc: [...loc, i] }));
+        } else if (value !== null && typeof value === 'object' && !Array.isArray(value) && Object.hasOwn(value, step)) {
+          next.push({ value: (value as Record<string, unknown>)[step], loc: [...loc, step] });
+        }
+      }
+      level = next;
+    }
+    for (const { value, loc } of level) {
+      if (value === undefined || value === null) continue;
+      const bytes = Buffer.byteLength(JSON.stringify(value));
+      if (bytes > limit.maxBytes) {
+        return { loc, msg: `must be at most ${limit.maxBytes} bytes written as JSON (this is ${bytes}): keep large content in objects or documents`, type: 'json_too_large' };
+      }
     }
   }
   return undefined;

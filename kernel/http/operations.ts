@@ -26,6 +26,8 @@ export interface OperationSpec {
   /** `binary` bodies are streamed to the handler unparsed and skip schema validation of the body. */
   body: 'json' | 'binary' | null;
   credits: number;
+  /** Parts of the JSON body bounded in size (`x-max-json-bytes`): a 422 above (body-checks.ts: oversizedJson). */
+  jsonLimits: ReadonlyArray<{ readonly path: readonly string[]; readonly maxBytes: number }>;
 }
 
 export const operations: ReadonlyMap<OperationId, OperationSpec> = new Map(

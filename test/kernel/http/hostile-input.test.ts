@@ -106,6 +106,49 @@ describe('hostile input', () => {
     });
   });
 
+  describe('free-form JSON', () => {
+    const sized = (bytes: number) => ({ note: 'x'.repeat(bytes - '{"note":""}'.length) });
+
+    it('metadata over 64 KiB is a 422 naming where, and nothing is created', async () => {
+      const big = await api('POST', '/v1/buckets', { bucket_name: 'too-much', metadata: sized(65_537) });
+      expect(big.status).toBe(422);
+      expect(big.body.detail).toEqual([expect.objectContaining({ loc: ['body', 'metadata'], type: 'json_too_large', msg: expect.stringMatching(/at most 65536 bytes/) })]);
+      expect((await api('GET', '/v1/buckets/too-much')).status).toBe(404);
+      expect((await api('POST', '/v1/buckets', { bucket_name: 'just-enough', metadata: sized(65_536) })).status).toBe(201);
+      const bulk = await api('POST', `/v1/buckets/${bucketId}/objects/bulk`, { objects: [{ key: 'fine' }, { key: 'heavy', metadata: sized(70_000) }] });
+      expect(bulk.status).toBe(422);
+      expect(bulk.body.detail[0]).toMatchObject({ loc: ['body', 'objects', 1, 'metadata'], type: 'json_too_large' });
+      const listed = await api('POST', `/v1/buckets/${bucketId}/objects/list`, {});
+      expect(listed.status, listed.text).toBe(200);
+      expect(listed.body.results.map((o: { key: string }) => o.key)).not.toContain('fine');
+    });
+
+    it('a query snapshot over 16 KiB is a 422', async () => {
+      const retriever = await api('POST', '/v1/retrievers', {
+        retriever_name: 'snapshots', collection_identifiers: ['hostile-collection'], input_schema: { q: { type: 'string' } },
+        stages: [{ stage_name: 'sort', config: { stage_id: 'sort_attribute', parameters: { field: 'n', direction: 'asc' } } }],
+      });
+      expect(retriever.status, retriever.text).toBe(201);
+      const path = `/v1/retrievers/${retriever.body.retriever.retriever_id}/interactions`;
+      const big = await api('POST', path, { interactions: [{ document_id: 'd', interaction_type: ['CLICK'], query_snapshot: sized(16_385) }] });
+      expect(big.status).toBe(422);
+      expect(big.body.detail[0]).toMatchObject({ loc: ['body', 'interactions', 0, 'query_snapshot'], type: 'json_too_large' });
+      expect((await api('POST', path, { document_id: 'd', interaction_type: ['CLICK'], query_snapshot: sized(16_384) })).status).toBe(200);
+    });
+
+    it("a number past a double's range is a 422, not a silent null", async () => {
+      const huge = await api('POST', `/v1/buckets/${bucketId}/objects`, '{"key": "huge", "metadata": {"price": [1, 2e400]}}');
+      expect(huge.status).toBe(422);
+      expect(huge.body.detail).toEqual([expect.objectContaining({ loc: ['body', 'metadata', 'price', 1], type: 'number_out_of_range' })]);
+      const digits = `1${'0'.repeat(400)}`;
+      expect((await api('POST', `/v1/buckets/${bucketId}/objects`, `{"key": "long", "metadata": {"n": ${digits}}}`)).status).toBe(422);
+      // At the edge of the range, and in strings, such spellings are fine.
+      const fine = await api('POST', `/v1/buckets/${bucketId}/objects`, `{"key": "edge", "metadata": {"max": 1.7976931348623157e308, "text": "1e400 ${digits}"}}`);
+      expect(fine.status, fine.text).toBe(201);
+      expect(fine.body.metadata).toEqual({ max: 1.7976931348623157e308, text: `1e400 ${digits}` });
+    });
+  });
+
   describe('forged cursors', () => {
     const forged = [
       encodeCursor({ t: { $gt: 1 }, id: 'upl_x' }),
@@ -192,6 +235,16 @@ describe('hostile input', () => {
         filters: { AND: [{ field: 'created_at', operator: 'gt', value: '0001-01-01T00:00:00+00:00' }] },
       });
       expect(filtered.status).toBe(200);
+    });
+
+    it('may be typed as they are written: colons need no percent-encoding', async () => {
+      for (const path of ['/v1/organizations/usage', '/v1/organizations/audit-log']) {
+        const raw = await api('GET', `${path}?start=2026-01-01T00:00:00Z&end=2026-01-02T12:30:00.5Z`, undefined, {});
+        expect(raw.status, `${path}: ${raw.text}`).toBe(200);
+      }
+      const usage = await api('GET', '/v1/organizations/usage?start=2026-01-01T00:00:00%2B01:00&end=2026-01-02T00:00:00Z', undefined, {});
+      expect(usage.status, usage.text).toBe(200);
+      expect(usage.body.start).toBe('2025-12-31T23:00:00.000Z');
     });
   });
 
