@@ -69,8 +69,23 @@ export class HealthRegistry {
     this.checks.push(check);
   }
 
-  async report(): Promise<HealthReport> {
-    const components: Record<string, ComponentReport> = {};
+  /** The report being made: callers arriving meanwhile share it instead of probing every component again. */
+  private running: Promise<HealthReport> | undefined;
+
+  /**
+   * Probes every component. Concurrent callers share one run: a burst of health requests (load balancers,
+   * or anyone, since the endpoint needs no key) must not queue probes behind each other on the embedded
+   * database until they time out and report it down.
+   */
+  report(): Promise<HealthReport> {
+    this.running ??= this.probeAll().finally(() => {
+      this.running = undefined;
+    });
+    return this.running;
+  }
+
+  private async probeAll(): Promise<HealthReport> {
+    const reports = new Map<string, ComponentReport>();
     const byComponent: Record<string, number> = {};
     await Promise.all(
       this.checks.map(async (check) => {
@@ -83,28 +98,31 @@ export class HealthRegistry {
               timer = setTimeout(() => reject(new Error(`no answer within ${PROBE_TIMEOUT_MS} ms`)), PROBE_TIMEOUT_MS);
             }),
           ]);
-          components[check.name] = {
+          reports.set(check.name, {
             status: result?.degraded ? 'degraded' : 'up',
             required: check.required,
             kind: check.kind,
             latency_ms: Math.round((performance.now() - started) * 100) / 100,
             ...(result?.degraded ? { error: result.degraded } : {}),
             ...(result?.details ? { details: result.details } : {}),
-          };
+          });
           if (result?.rssBytes !== undefined) byComponent[check.name] = result.rssBytes;
         } catch (err) {
-          components[check.name] = {
+          reports.set(check.name, {
             status: 'down',
             required: check.required,
             kind: check.kind,
             latency_ms: null,
             error: err instanceof Error ? err.message : String(err),
-          };
+          });
         } finally {
           clearTimeout(timer);
         }
       }),
     );
+    // In registration order, whichever answered first.
+    const components: Record<string, ComponentReport> = {};
+    for (const check of this.checks) components[check.name] = reports.get(check.name)!;
     const down = Object.values(components).filter((c) => c.status === 'down');
     const degraded = Object.values(components).some((c) => c.status === 'degraded');
     const status = down.some((c) => c.required) ? 'down' : down.length > 0 || degraded ? 'degraded' : 'ok';

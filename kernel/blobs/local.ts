@@ -471,8 +471,22 @@ export class LocalBlobStore implements BlobStore {
     return { url: this.url(grant), expiresAt };
   }
 
+  /**
+   * The folder must be there and writable. A first ping makes it (a fresh home has no blob yet); once seen, a
+   * missing folder is reported, not made again: an empty new folder would hide a lost volume behind "up"
+   * while every blob written before reads as not found.
+   */
   async ping(): Promise<void> {
-    await mkdir(this.rootDir, { recursive: true });
-    await access(this.rootDir, fsConstants.R_OK | fsConstants.W_OK);
+    try {
+      await access(this.rootDir, fsConstants.R_OK | fsConstants.W_OK);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      if (this.rootSeen) throw new Error(`the blob folder ${this.rootDir} is gone (was its volume unmounted?): blobs stored before cannot be read`);
+      await mkdir(this.rootDir, { recursive: true });
+    }
+    this.rootSeen = true;
   }
+
+  /** Whether a ping found the folder (or made it) before. */
+  private rootSeen = false;
 }

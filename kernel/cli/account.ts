@@ -1,7 +1,22 @@
 /** `me`, `health`, `users`, `keys` and `namespaces`: who is calling, and the organization's people, keys and namespaces. */
 import type { Command } from 'commander';
 import { call, clientCommand, clientOf, jsonFlag, list, type ClientOptions } from './context.js';
+import type { components } from '../../generated/openapi.js';
+import { unreachable } from './errors.js';
 import { emit, printFields, printTable, shortTime } from './output.js';
+
+type HealthResponse = components['schemas']['HealthResponse'];
+
+/** The health report; a 503 carries one too (which component is down, and why), so it is shown rather than refused. */
+async function healthReport(o: ClientOptions): Promise<HealthResponse> {
+  const answer = await clientOf(o)
+    .GET('/v1/health', {})
+    .catch((err: unknown) => {
+      throw unreachable(o.url, err);
+    });
+  if (answer.response.status === 503 && answer.error && 'components' in answer.error) return answer.error;
+  return call(o, Promise.resolve(answer));
+}
 
 type Permission = 'read' | 'write' | 'delete' | 'admin';
 
@@ -22,8 +37,9 @@ export function registerAccount(program: Command): void {
     );
   });
 
-  clientCommand(program, 'health', 'Show the health of every backing component').action(async (o: ClientOptions) => {
-    const health = await call(o, clientOf(o).GET('/v1/health', {}));
+  clientCommand(program, 'health', 'Show the health of every backing component (exit status 1 when one is down)').action(async (o: ClientOptions) => {
+    const health = await healthReport(o);
+    if (health.status === 'down') process.exitCode = 1;
     emit(o, health, (h) => {
       process.stdout.write(`status ${h.status}, version ${h.version}, up ${Math.round(h.uptime_seconds)}s\n`);
       printTable(Object.entries(h.components), [

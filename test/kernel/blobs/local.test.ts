@@ -200,3 +200,22 @@ describe('LocalBlobStore on disk', () => {
     expect(s3.kind).toBe('s3');
   });
 });
+
+describe('local blob store health', () => {
+  it('a first ping makes the folder; once seen, a vanished folder is reported instead of made again', async () => {
+    const home = await mkdtemp(path.join(tmpdir(), 'tessera-blob-ping-'));
+    const root = path.join(home, 'blobs');
+    try {
+      const store = new LocalBlobStore(root, { publicBaseUrl: () => 'http://127.0.0.1:1', signingSecret: randomBytes(32) });
+      await store.ping();
+      await store.put('a/b', Buffer.from('kept'), {});
+      await store.ping();
+      await rm(root, { recursive: true });
+      await expect(store.ping()).rejects.toThrow(/blob folder .* is gone/);
+      // Not made again behind the report's back.
+      await expect(readdir(root)).rejects.toThrow(/ENOENT/);
+    } finally {
+      await rm(home, { recursive: true, force: true });
+    }
+  });
+});

@@ -11,6 +11,7 @@ import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { HealthRegistry } from '../../../kernel/tokens.js';
 import { startTestKernel, type TestKernel } from '../../support/kernel.js';
 import { bundle, bundleIsCurrent, cliBin, ensureBuiltCli } from './built.js';
 
@@ -223,4 +224,15 @@ describe('tessera client commands', () => {
     expect(followed.stdout).toMatch(/^status\s+COMPLETED$/m);
     expect(followed.stdout).toMatch(/^records\s+1\/1 done/m);
   }, 120_000);
+
+  it('health shows every component; when a required one is down, which and why, with exit status 1', async () => {
+    const up = await ok(['health']);
+    expect(up.stdout).toMatch(/^status ok/);
+    expect(up.stdout).toMatch(/database\s+up/);
+    t.kernel.services.get(HealthRegistry).register({ name: 'archive', kind: 'test', required: true, probe: () => Promise.reject(new Error('the archive disk is full')) });
+    const down = await tessera(['health']);
+    expect(down.code, down.stderr).toBe(1);
+    expect(down.stdout).toMatch(/^status down/);
+    expect(down.stdout).toMatch(/archive\s+down\s+test\s+the archive disk is full/);
+  });
 });
