@@ -1663,7 +1663,7 @@ export interface paths {
         put?: never;
         /**
          * Run a saved retriever with inputs; the execution is recorded in its history.
-         * @description Runs the retriever's stages in order with `inputs` (checked against its `input_schema`: a 422 names the input) and returns ranked documents, per-stage statistics, budget use and a page. A budget limit reached between stages stops the run with `status: budget_exceeded` and what was found so far; a failing stage gives `status: failed` and a readable `error` naming it. A retriever runs only with the stage versions it was built with: when this deployment runs another version of one of its stages the answer is a 409 (clone it to rebuild it).
+         * @description Runs the retriever's stages in order with `inputs` (checked against its `input_schema`: a 422 names the input) and returns ranked documents, per-stage statistics, budget use and a page. A budget limit reached between stages stops the run with `status: budget_exceeded` and what was found so far (a limit passed during the last stage is `budget_exceeded` too, with `budget.exceeded.stopped_before: null`: every stage ran); a failing stage gives `status: failed` and a readable `error` naming it. A retriever runs only with the stage versions it was built with: when this deployment runs another version of one of its stages the answer is a 409 (clone it to rebuild it).
          *
          *     Pagination (`pagination.method`, page size from `limit`/`page_size` or `settings.limit`): `offset` and `page_number` re-run the pipeline and answer `{total, limit, offset, has_next, has_previous}`; `cursor` answers `{cursor, has_next, page_size}`: the first page's execution records its whole ranking and a later page (the same body with `pagination.cursor`) is read from that record without running anything, so documents written or deleted in between never duplicate or skip one that stays (deleted ones drop out); `keyset` answers `{next_cursor, has_next}`: every page runs the pipeline again (new documents can appear) and continues after the previous page's last documents. Cursors are opaque, expire after an hour and are bound to the organization, retriever, key principal and inputs: another's, an altered or an expired one is a 400.
          *
@@ -3329,7 +3329,7 @@ export interface components {
             budget_limits: components["schemas"]["RetrieverBudgetLimits"];
             cache_config: components["schemas"]["RetrieverCacheConfig"];
             cache_stage_names: string[];
-            cache_statistics?: components["schemas"]["RetrieverCacheStatistics"];
+            cache_statistics: components["schemas"]["RetrieverCacheStatistics"];
             collection_identifiers: string[];
             /** @description The collections resolved at creation. */
             collection_ids: string[];

@@ -281,8 +281,12 @@ export class RetrievalEngine {
       entry.credits = budget.creditsUsed - creditsBefore;
       entry.inference_calls = budget.inferenceCalls - callsBefore;
       request.observer?.stageFinished?.({ execution_id: request.executionId, total_stages: prepared.length, statistics: entry });
-      // A limit passed during the last stage stops nothing more, but it is still reported.
-      if (status === 'completed' && index === plan.stages.length - 1) exceeded = this.limitReached(budget, limits, elapsed(), 0, null, true);
+      // A limit passed during the last stage stops nothing more, but the run did exceed its budget: reported
+      // as such (`stopped_before: null`: every stage ran), so `status` alone tells which runs went over.
+      if (status === 'completed' && index === plan.stages.length - 1) {
+        exceeded = this.limitReached(budget, limits, elapsed(), 0, null, true);
+        if (exceeded) status = 'budget_exceeded';
+      }
     }
     if (status === 'failed') docs = [];
     for (const r of plan.removed) {

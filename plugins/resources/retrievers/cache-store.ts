@@ -42,6 +42,9 @@ export interface CacheHitRate {
   hit_rate: number | null;
 }
 
+/** A retriever's hit rate before any execution. */
+export const NO_EXECUTIONS: CacheHitRate = Object.freeze({ executions: 0, hits: 0, misses: 0, hit_rate: null });
+
 export class RetrieverCacheStore implements CacheStorage, RetrievalCacheInvalidation {
   private storedSinceSweep = 0;
 
@@ -164,15 +167,27 @@ export class RetrieverCacheStore implements CacheStorage, RetrievalCacheInvalida
   }
 
   async hitRate(retrieverId: string): Promise<CacheHitRate> {
-    const [row] = (await this.db('retriever_executions')
-      .where({ retriever_id: retrieverId })
-      .select(this.db.raw('count(cache_hit) as executions'), this.db.raw('count(*) filter (where cache_hit) as hits'))) as Array<{
+    return (await this.hitRates([retrieverId])).get(retrieverId)!;
+  }
+
+  /** Each retriever's hit rate, in one statement (a page of a list). */
+  async hitRates(retrieverIds: readonly string[]): Promise<Map<string, CacheHitRate>> {
+    const rates = new Map<string, CacheHitRate>(retrieverIds.map((id) => [id, NO_EXECUTIONS]));
+    if (retrieverIds.length === 0) return rates;
+    const rows = (await this.db('retriever_executions')
+      .whereIn('retriever_id', [...retrieverIds])
+      .groupBy('retriever_id')
+      .select('retriever_id', this.db.raw('count(cache_hit) as executions'), this.db.raw('count(*) filter (where cache_hit) as hits'))) as Array<{
+      retriever_id: string;
       executions: string | number;
       hits: string | number;
     }>;
-    const executions = Number(row?.executions ?? 0);
-    const hits = Number(row?.hits ?? 0);
-    return { executions, hits, misses: executions - hits, hit_rate: executions === 0 ? null : hits / executions };
+    for (const row of rows) {
+      const executions = Number(row.executions);
+      const hits = Number(row.hits);
+      rates.set(row.retriever_id, { executions, hits, misses: executions - hits, hit_rate: executions === 0 ? null : hits / executions });
+    }
+    return rates;
   }
 
   private async bump(organizationId: string, scopes: readonly string[]): Promise<void> {

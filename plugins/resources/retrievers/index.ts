@@ -34,7 +34,7 @@ import {
   createToken,
 } from '../../../kernel/tokens.js';
 import { NotFoundError } from '../../../kernel/errors.js';
-import { CACHE_INVALIDATE_TASK, CACHE_SWEEP_TASK, RetrieverCacheStore, type CacheHitRate, type CacheInvalidationPayload } from './cache-store.js';
+import { CACHE_INVALIDATE_TASK, CACHE_SWEEP_TASK, NO_EXECUTIONS, RetrieverCacheStore, type CacheHitRate, type CacheInvalidationPayload } from './cache-store.js';
 import { RetrieverKeyService, toRetrieverApiKey } from './api-keys.js';
 import { ExecutionHistory } from './execution-history.js';
 import { retrieverExecutor } from './executor-binding.js';
@@ -53,9 +53,10 @@ const RetrieverKeys = createToken<RetrieverKeyService>('retrievers.RetrieverKeyS
 /** Expired cache rows are swept this often (and after every few hundred stored entries). */
 const CACHE_SWEEP_INTERVAL_MS = 10 * 60 * 1000;
 
-function toRetriever(row: RetrieverRow, cacheStatistics?: CacheHitRate): Schemas['RetrieverConfig'] {
+/** A retriever as every answer shows it, its cache statistics included (a new one has no executions yet). */
+function toRetriever(row: RetrieverRow, cacheStatistics: CacheHitRate): Schemas['RetrieverConfig'] {
   return {
-    ...(cacheStatistics ? { cache_statistics: cacheStatistics } : {}),
+    cache_statistics: cacheStatistics,
     retriever_id: row.retriever_id,
     retriever_name: row.retriever_name,
     namespace_id: row.namespace_id,
@@ -261,7 +262,7 @@ export default defineResource({
     },
     createRetriever: async ({ body, ctx, services }) => {
       const row = await services.get(Retrievers).create(callerFrom(ctx), namespaceOf(ctx), body);
-      return { status: 201, body: { retriever: toRetriever(row) } };
+      return { status: 201, body: { retriever: toRetriever(row, NO_EXECUTIONS) } };
     },
     listRetrievers: async ({ query, ctx, services }) => {
       const limit = query.limit ?? 100;
@@ -275,7 +276,10 @@ export default defineResource({
         limit,
         offset,
       });
-      return { status: 200, body: { results: rows.map((r) => toRetriever(r)), total, limit, offset, has_next: offset + rows.length < total } };
+      await services.get(History).flush();
+      const rates = await services.get(Cache).hitRates(rows.map((r) => r.retriever_id));
+      const results = rows.map((r) => toRetriever(r, rates.get(r.retriever_id)!));
+      return { status: 200, body: { results, total, limit, offset, has_next: offset + rows.length < total } };
     },
     listRetrieverStages: async ({ services }) => {
       const stages = [...services.get(PluginRegistry).stages.values()].sort((a, b) => a.id.localeCompare(b.id));
@@ -300,11 +304,12 @@ export default defineResource({
     },
     updateRetriever: async ({ params, body, ctx, services }) => {
       const row = await services.get(Retrievers).update(callerFrom(ctx), namespaceOf(ctx), params.retriever_id, body);
-      return { status: 200, body: { retriever: toRetriever(row) } };
+      await services.get(History).flush();
+      return { status: 200, body: { retriever: toRetriever(row, await services.get(Cache).hitRate(row.retriever_id)) } };
     },
     cloneRetriever: async ({ params, body, ctx, services }) => {
       const row = await services.get(Retrievers).clone(callerFrom(ctx), namespaceOf(ctx), params.retriever_id, body ?? {});
-      return { status: 201, body: { retriever: toRetriever(row) } };
+      return { status: 201, body: { retriever: toRetriever(row, NO_EXECUTIONS) } };
     },
     deleteRetriever: async ({ params, ctx, services }) => {
       const caller = callerOf(ctx);

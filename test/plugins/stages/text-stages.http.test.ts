@@ -131,6 +131,11 @@ describe('json_transform and rag_prepare through a retriever', () => {
     const roomy = await adHoc(created.body.retriever.stages, { budget_limits: { max_llm_tokens: 10_000 } });
     expect(roomy.body).toMatchObject({ status: 'completed', budget: { exceeded: null } });
     expect(roomy.body.documents).toHaveLength(12);
+
+    // Passed during the last stage: every stage ran, and the run still says it went over its budget.
+    const last = await adHoc(created.body.retriever.stages.slice(0, 2), { budget_limits: { max_llm_tokens: 20 } });
+    expect(last.body).toMatchObject({ status: 'budget_exceeded', budget: { exceeded: { limit: 'max_llm_tokens', value: 20, stopped_before: null } } });
+    expect(last.body.documents.length).toBeGreaterThan(0);
   });
 
   it("never gives a user-scoped key another principal's text, cited or reshaped", async () => {

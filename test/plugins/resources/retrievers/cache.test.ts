@@ -309,6 +309,13 @@ describe('retriever cache', () => {
     });
     expect(hitCount).toBeGreaterThan(0);
     expect(hitCount).toBeLessThan(recorded.length);
+    // The same figures in every answer that shows the retriever: the list and an update; a clone starts at none.
+    const listed = (await api('GET', '/v1/retrievers?limit=1000')).body.results.find((r: { retriever_name: string }) => r.retriever_name === 'lamps');
+    expect(listed.cache_statistics).toEqual(retriever.cache_statistics);
+    const patched = (await api('PATCH', '/v1/retrievers/lamps', { tags: ['lit'] })).body.retriever;
+    expect(patched.cache_statistics).toEqual(retriever.cache_statistics);
+    const cloned = (await api('POST', '/v1/retrievers/lamps/clone', { retriever_name: 'lamps-copy' })).body.retriever;
+    expect(cloned.cache_statistics).toEqual({ executions: 0, hits: 0, misses: 0, hit_rate: null });
     // A retriever that does not cache records no hit or miss.
     await define('uncached', { cache_config: { enabled: false } });
     await run('uncached');
