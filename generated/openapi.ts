@@ -1763,6 +1763,8 @@ export interface paths {
             header: {
                 /** @description Namespace name or `ns_` id. */
                 "X-Namespace": components["parameters"]["NamespaceHeader"];
+                /** @description The visitor's session, recorded with each interaction. */
+                "X-Session-ID"?: components["parameters"]["SessionIdHeader"];
             };
             path: {
                 /** @description The retriever's name or its `ret_` id. */
@@ -1774,7 +1776,7 @@ export interface paths {
         put?: never;
         /**
          * Record what users did with a retriever's results (views, clicks, feedback, purchases, ...).
-         * @description Records one interaction, or up to 100 in `interactions`. Each names the `document_id`, one or more `interaction_type`s (`VIEW`, `CLICK`, `POSITIVE_FEEDBACK`, `NEGATIVE_FEEDBACK`, `PURCHASE`, `ADD_TO_CART`, `WISHLIST`, `LONG_VIEW`, `SHARE`, `BOOKMARK`; the lower-case kinds `click`, `long_view`, `positive_feedback`, `negative_feedback` are accepted and stored upper-case), and optionally the result `position`, the `execution_id` it came from (an execution of this retriever, else a 404), a `query_snapshot` and a `session_id`. Needs the `read` permission.
+         * @description Records one interaction, or up to 100 in `interactions`. Each names the `document_id`, one or more `interaction_type`s (`VIEW`, `CLICK`, `POSITIVE_FEEDBACK`, `NEGATIVE_FEEDBACK`, `PURCHASE`, `ADD_TO_CART`, `WISHLIST`, `LONG_VIEW`, `SHARE`, `BOOKMARK`; the lower-case kinds `click`, `long_view`, `positive_feedback`, `negative_feedback` are accepted and stored upper-case), and optionally the result `position`, the `execution_id` it came from (an execution of this retriever, else a 404), a `query_snapshot` and a `session_id` (`X-Session-ID` is the session of those that give none, as on the public endpoints). Needs the `read` permission.
          */
         post: operations["recordRetrieverInteractions"];
         delete?: never;
@@ -4001,6 +4003,7 @@ export interface components {
         /** @description Namespace name or `ns_` id. */
         NamespaceHeader: string;
         ObjectId: string;
+        /** @description Results to skip (past the end, the page is empty). */
         Offset: number;
         /** @description Namespace name or `ns_` id. */
         OptionalNamespaceHeader: string;
@@ -4094,6 +4097,7 @@ export interface operations {
         parameters: {
             query?: {
                 limit?: components["parameters"]["Limit"];
+                /** @description Results to skip (past the end, the page is empty). */
                 offset?: components["parameters"]["Offset"];
                 /** @description Case-insensitive substring of the name. */
                 search?: string;
@@ -4995,6 +4999,7 @@ export interface operations {
         parameters: {
             query?: {
                 limit?: components["parameters"]["Limit"];
+                /** @description Results to skip (past the end, the page is empty). */
                 offset?: components["parameters"]["Offset"];
             };
             header: {
@@ -5790,6 +5795,7 @@ export interface operations {
         parameters: {
             query?: {
                 limit?: components["parameters"]["Limit"];
+                /** @description Results to skip (past the end, the page is empty). */
                 offset?: components["parameters"]["Offset"];
                 /** @description Case-insensitive substring of the name. */
                 search?: string;
@@ -6156,6 +6162,7 @@ export interface operations {
         parameters: {
             query?: {
                 limit?: components["parameters"]["Limit"];
+                /** @description Results to skip (past the end, the page is empty). */
                 offset?: components["parameters"]["Offset"];
             };
             header?: never;
@@ -6729,6 +6736,7 @@ export interface operations {
         parameters: {
             query?: {
                 limit?: components["parameters"]["Limit"];
+                /** @description Results to skip (past the end, the page is empty). */
                 offset?: components["parameters"]["Offset"];
             };
             header?: {
@@ -6761,6 +6769,7 @@ export interface operations {
         parameters: {
             query?: {
                 limit?: components["parameters"]["Limit"];
+                /** @description Results to skip (past the end, the page is empty). */
                 offset?: components["parameters"]["Offset"];
                 /** @description Case-insensitive substring of the name. */
                 search?: string;
@@ -7113,6 +7122,7 @@ export interface operations {
         parameters: {
             query?: {
                 limit?: components["parameters"]["Limit"];
+                /** @description Results to skip (past the end, the page is empty). */
                 offset?: components["parameters"]["Offset"];
             };
             header: {
@@ -7220,6 +7230,8 @@ export interface operations {
             header: {
                 /** @description Namespace name or `ns_` id. */
                 "X-Namespace": components["parameters"]["NamespaceHeader"];
+                /** @description The visitor's session, recorded with each interaction. */
+                "X-Session-ID"?: components["parameters"]["SessionIdHeader"];
             };
             path: {
                 /** @description The retriever's name or its `ret_` id. */

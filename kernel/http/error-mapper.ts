@@ -111,7 +111,35 @@ function internalReply(): ErrorReply {
   return { status: 500, body: errorBody(500, 'InternalError', 'Internal server error'), headers: {}, unexpected: true };
 }
 
-export function mapError(err: unknown): ErrorReply {
+/**
+ * What each `pattern` of the OpenAPI document means, from the description of the schema that holds it: a
+ * refused value is told the rule in words (`must match pattern "^(?!ns_)…"` alone says little).
+ */
+export function patternHints(apiDocument: unknown): ReadonlyMap<string, string> {
+  const hints = new Map<string, string>();
+  const stack: unknown[] = [apiDocument];
+  while (stack.length > 0) {
+    const node = stack.pop();
+    if (node === null || typeof node !== 'object') continue;
+    if (Array.isArray(node)) {
+      stack.push(...node);
+      continue;
+    }
+    const { pattern, description } = node as { pattern?: unknown; description?: unknown };
+    if (typeof pattern === 'string' && typeof description === 'string' && !hints.has(pattern)) hints.set(pattern, description.trim());
+    stack.push(...Object.values(node));
+  }
+  return hints;
+}
+
+/** The validator's message, with the rule in words when it names a pattern the document describes. */
+function withHint(message: string, hints: ReadonlyMap<string, string>): string {
+  const pattern = /^must match pattern "(.*)"$/s.exec(message)?.[1];
+  const hint = pattern === undefined ? undefined : hints.get(pattern);
+  return hint ? `${message}: ${hint}` : message;
+}
+
+export function mapError(err: unknown, hints: ReadonlyMap<string, string> = new Map()): ErrorReply {
   if (err instanceof ApiError) {
     const headers: Record<string, string> = {};
     if (err instanceof RateLimitError) {
@@ -131,7 +159,7 @@ export function mapError(err: unknown): ErrorReply {
       return validationReply(
         err.errors.map((e) => ({
           loc: locationOf(e.path),
-          msg: e.message ?? 'invalid value',
+          msg: withHint(e.message ?? 'invalid value', hints),
           type: problemType(e.errorCode),
         })),
       );

@@ -21,7 +21,7 @@ import { contextOf } from './context.js';
 import { apiDocsRouter } from './docs.js';
 import { mayHoldHugeNumbers, nonFiniteNumber, oversizedJson, refuseDeepJson, unstorableText, withoutUnicodeEscapes } from './body-checks.js';
 import { encodedChunks, hasEncodedValues, plainReply } from './encoded-json.js';
-import { errorBody, mapError } from './error-mapper.js';
+import { errorBody, mapError, patternHints } from './error-mapper.js';
 import type { AnyHandler } from './handlers.js';
 import { OperationMatcher, operations, type OperationId, type OperationSpec } from './operations.js';
 import type { RequestLog } from './request-log.js';
@@ -64,6 +64,7 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
   app.use(apiDocsRouter());
 
   const bodyRequired = operationsRequiringBody(deps.apiDocument);
+  const hints = patternHints(deps.apiDocument);
   const json = express.json({
     limit: deps.jsonBodyLimit,
     verify: (_req, res, body, encoding) => {
@@ -231,7 +232,7 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
   app.use((err: unknown, req: Request, res: Response, next: NextFunction) => {
     void next;
     const ctx = res.locals.ctx as RequestContext | undefined;
-    const reply = mapError(err);
+    const reply = mapError(err, hints);
     const log = ctx?.log ?? deps.log;
     const path = loggablePath(req.path);
     if (reply.unexpected) log.error({ ...(reply.logged ?? { err }), method: req.method, path }, 'request failed');

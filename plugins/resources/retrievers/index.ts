@@ -349,8 +349,11 @@ export default defineResource({
       const explanation = await services.get(Retrievers).explainAdHoc(callerFrom(ctx), namespaceOf(ctx), body);
       return { status: 200, body: { retriever_id: null, ...explanation } };
     },
-    recordRetrieverInteractions: async ({ params, body, ctx, services }) => {
-      const interactions = 'interactions' in body ? body.interactions : [body];
+    recordRetrieverInteractions: async ({ params, body, ctx, services, req }) => {
+      const given = 'interactions' in body ? body.interactions : [body];
+      // X-Session-ID is the session of every interaction that names none, as on the public endpoints.
+      const session = req.get('x-session-id');
+      const interactions = session === undefined ? given : given.map((i) => ({ session_id: session, ...i }));
       const ids = await services.get(Retrievers).recordInteractions(callerFrom(ctx), namespaceOf(ctx), params.retriever_id, interactions);
       return { status: 200, body: { recorded: ids.length, interaction_ids: ids } };
     },

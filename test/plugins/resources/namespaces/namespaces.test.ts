@@ -75,6 +75,12 @@ describe('namespaces', () => {
       }
     });
 
+    it('says in words why a name that looks like an id is refused', async () => {
+      const res = await t.request('POST', '/v1/namespaces', { key: t.adminKey, body: { namespace_name: 'ns_shop' } });
+      expect(res.status).toBe(422);
+      expect(res.body.detail[0].msg).toMatch(/^must match pattern ".*": .*not starting with `ns_` \(that is how ids start\)/);
+    });
+
     it('refuses a description over 500 characters and accepts exactly 500', async () => {
       const tooLong = await t.request('POST', '/v1/namespaces', { key: t.adminKey, body: { namespace_name: 'long-desc', description: 'd'.repeat(501) } });
       expect(tooLong.status).toBe(422);

@@ -265,6 +265,24 @@ describe('retrievers: resource, execution engine and history', () => {
     expect((await api('POST', '/v1/retrievers/lamps/interactions', { interactions: Array.from({ length: 101 }, () => ({ document_id: doc, interaction_type: ['VIEW'] })) })).status).toBe(422);
     expect((await api('POST', '/v1/retrievers/lamps/interactions', { document_id: doc, interaction_type: ['hover'] })).status).toBe(422);
     expect((await api('POST', '/v1/retrievers/lamps/interactions', { document_id: doc, interaction_type: ['VIEW'], execution_id: 'exec_unknown' })).status).toBe(404);
+    // X-Session-ID is the session of those that name none, as on the public endpoints.
+    const tab = await t.request('POST', '/v1/retrievers/lamps/interactions', {
+      key: t.adminKey,
+      headers: { 'X-Namespace': NS, 'X-Session-ID': 'tab-7' },
+      body: { interactions: [{ document_id: doc, interaction_type: ['VIEW'] }, { document_id: doc, interaction_type: ['VIEW'], session_id: 'own' }] },
+    });
+    expect(tab.status, tab.text).toBe(200);
+    const sessions = await db('retriever_interactions').whereIn('interaction_id', tab.body.interaction_ids).orderBy('interaction_id').select('interaction_id', 'session_id');
+    expect(sessions.map((r: { interaction_id: string; session_id: string }) => [tab.body.interaction_ids.indexOf(r.interaction_id), r.session_id]).sort()).toEqual([[0, 'tab-7'], [1, 'own']]);
+  });
+
+  it('an offset past any page is an empty page; past a 32-bit integer, a 422 naming it', async () => {
+    const far = await api('GET', '/v1/retrievers/lamps/executions?offset=2147483647');
+    expect(far.status, far.text).toBe(200);
+    expect(far.body.results).toEqual([]);
+    const huge = await api('GET', '/v1/retrievers/lamps/executions?offset=9223372036854775807');
+    expect(huge.status).toBe(422);
+    expect(huge.body.detail[0].loc).toEqual(['query', 'offset']);
   });
 
   it('lists every registered stage with its parameter schema', async () => {
