@@ -1386,7 +1386,7 @@ export interface paths {
         put?: never;
         /**
          * Record what a visitor did with a result (view, click, feedback, purchase, ...).
-         * @description One interaction, as the authenticated interactions endpoint takes it (`document_id`, `interaction_type` among the ten types, `position`, `execution_id` of an execution of this retriever, `query_snapshot`). `X-Session-ID` is recorded as its session. No password is needed, and none is ever stored. It lands in the owner's retriever signals. Public: no key is needed.
+         * @description One interaction, as the authenticated interactions endpoint takes it (`document_id`, `interaction_type` among the ten types, `position`, `execution_id` of an execution of this retriever, `query_snapshot`). `X-Session-ID` is recorded as its session. No password is needed, and none is ever stored. It lands in the owner's retriever interactions. Public: no key is needed.
          */
         post: operations["recordPublicRetrieverInteraction"];
         delete?: never;
@@ -1811,7 +1811,7 @@ export interface paths {
         post: operations["publishRetriever"];
         /**
          * Unpublish the retriever; its public name stops answering at once.
-         * @description Deletes the publication (its `prk_` key stops working and the name becomes free); the retriever, its history and its signals stay. Every API process reads publications from the database, so the name stops answering everywhere at once. Needs the `write` permission.
+         * @description Deletes the publication (its `prk_` key stops working and the name becomes free); the retriever, its history and its interactions stay. Every API process reads publications from the database, so the name stops answering everywhere at once. Needs the `write` permission.
          */
         delete: operations["unpublishRetriever"];
         options?: never;

@@ -3,7 +3,7 @@
  * events, so a refusal (NATS unreachable) is logged, never thrown: thrown, it would reach a caller whose
  * clean-up undoes part of the change (blobs of stored objects), or a client told "500" about a change that
  * happened (an organization's admin key, shown once, lost). What the missed events would have done elsewhere
- * still happens late: other API processes drop cached keys within their cache TTL; webhooks miss them.
+ * still happens late: other API processes drop cached keys within their cache TTL.
  */
 import type { Logger } from '../logger.js';
 import type { EventBus, EventInput } from './event-bus.js';
@@ -26,7 +26,7 @@ export class Announcer {
     } catch (err) {
       this.log.warn(
         { err, types: [...new Set(events.map((e) => e.type))], count: events.length, first: events[0]!.data },
-        'a committed change stands, but its events could not be published (webhooks and other processes miss them)',
+        'a committed change stands, but its events could not be published (other processes miss them)',
       );
     }
   }
