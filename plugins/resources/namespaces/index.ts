@@ -87,9 +87,10 @@ export default defineResource({
       const caller = callerOf(ctx);
       const limit = query.limit ?? 100;
       const offset = query.offset ?? 0;
-      const rows = await services.get(Namespaces).list(caller.organizationId, query.search);
-      // A scoped key sees only the namespaces its scopes name.
-      const visible = rows.filter((row) =>
+      const namespaces = services.get(Namespaces);
+      const names = await namespaces.listNames(caller.organizationId, query.search);
+      // A scoped key sees only the namespaces its scopes name; only the page is read whole (metadata and all).
+      const visible = names.filter((row) =>
         scopesAllow(caller.scopes, {
           organizationId: caller.organizationId,
           resource: { type: 'namespace', identifiers: [row.namespace_id, row.namespace_name] },
@@ -97,7 +98,7 @@ export default defineResource({
           operation: 'read_data',
         }),
       );
-      const page = visible.slice(offset, offset + limit);
+      const page = await namespaces.rows(caller.organizationId, visible.slice(offset, offset + limit).map((row) => row.namespace_id));
       return {
         status: 200,
         body: { results: page.map(toNamespace), total: visible.length, limit, offset, has_next: offset + limit < visible.length },

@@ -39,8 +39,13 @@ export class NamespaceService {
     return row;
   }
 
-  list(organizationId: string, search: string | undefined): Promise<NamespaceRow[]> {
-    return this.store.list(organizationId, search);
+  /** Ids and names, by name (`rows` reads a page of them whole). */
+  listNames(organizationId: string, search: string | undefined): Promise<Array<Pick<NamespaceRow, 'namespace_id' | 'namespace_name'>>> {
+    return this.store.listNames(organizationId, search);
+  }
+
+  rows(organizationId: string, ids: readonly string[]): Promise<NamespaceRow[]> {
+    return this.store.rows(organizationId, ids);
   }
 
   async create(organizationId: string, actor: AuditActor, input: NamespaceInput & { namespace_name: string }): Promise<NamespaceRow> {

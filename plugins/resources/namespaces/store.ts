@@ -20,17 +20,34 @@ export class NamespaceStore {
 
   /** By `ns_` id or by name (case-insensitive). */
   async find(organizationId: string, nameOrId: string, db: Knex = this.db): Promise<NamespaceRow | undefined> {
+    return this.byNameOrId(db, organizationId, nameOrId).first();
+  }
+
+  /** Only the id and name (what resolving `X-Namespace` needs): never the metadata. */
+  async findName(organizationId: string, nameOrId: string): Promise<Pick<NamespaceRow, 'namespace_id' | 'namespace_name'> | undefined> {
+    return this.byNameOrId(this.db, organizationId, nameOrId).first('namespace_id', 'namespace_name');
+  }
+
+  private byNameOrId(db: Knex, organizationId: string, nameOrId: string): Knex.QueryBuilder<NamespaceRow> {
     return db<NamespaceRow>('namespaces')
       .where({ organization_id: organizationId })
       .where((q) => q.where({ namespace_id: nameOrId }).orWhereRaw('lower(namespace_name) = lower(?)', [nameOrId]))
-      .orderByRaw('namespace_id = ? desc', [nameOrId])
-      .first();
+      .orderByRaw('namespace_id = ? desc', [nameOrId]);
   }
 
-  async list(organizationId: string, search: string | undefined): Promise<NamespaceRow[]> {
-    const q = this.db<NamespaceRow>('namespaces').where({ organization_id: organizationId }).orderByRaw('lower(namespace_name)');
+  /** Ids and names of the organization's namespaces, by name (a list filters these, then reads only its page). */
+  async listNames(organizationId: string, search: string | undefined): Promise<Array<Pick<NamespaceRow, 'namespace_id' | 'namespace_name'>>> {
+    const q = this.db<NamespaceRow>('namespaces').where({ organization_id: organizationId }).orderByRaw('lower(namespace_name)').select('namespace_id', 'namespace_name');
     if (search) q.whereRaw("namespace_name ilike ? escape '\\'", [`%${search.replace(/[\\%_]/g, (c) => `\\${c}`)}%`]);
     return q;
+  }
+
+  /** Whole rows of these namespaces, in the order of `ids`. */
+  async rows(organizationId: string, ids: readonly string[]): Promise<NamespaceRow[]> {
+    if (ids.length === 0) return [];
+    const found = (await this.db<NamespaceRow>('namespaces').where({ organization_id: organizationId }).whereIn('namespace_id', [...ids])) as NamespaceRow[];
+    const byId = new Map(found.map((row) => [row.namespace_id, row]));
+    return ids.flatMap((id) => byId.get(id) ?? []);
   }
 
   async insert(db: Knex, row: NamespaceRow): Promise<void> {
@@ -82,7 +99,7 @@ export class CachedNamespaceResolver implements NamespaceResolver {
     const key = `${organizationId}\u0000${nameOrId}`;
     const hit = this.cache.get(key);
     if (hit && hit.until > Date.now()) return hit.value;
-    const row = await this.store.find(organizationId, nameOrId);
+    const row = await this.store.findName(organizationId, nameOrId);
     if (!row) return undefined;
     const value = { id: row.namespace_id, name: row.namespace_name };
     if (this.ttlMs > 0) this.cache.set(key, { value, until: Date.now() + this.ttlMs });
