@@ -2695,6 +2695,7 @@ export interface components {
             /** @description Defaults to the registered version; recorded either way. */
             version?: string;
         };
+        /** @description An extractor the namespace's collections are meant to use (a record for people and tools; collections are not limited to it). `name` must be a registered extractor (`GET /v1/collections/features/extractors`) and `version`, when given, the version this deployment runs; otherwise a 422. */
         FeatureExtractorRef: {
             name: string;
             version?: string;

@@ -18,6 +18,7 @@ import {
   Lifecycle,
   NamespacePurges,
   NamespaceResolver,
+  PluginRegistry,
   ResourceIdentifiers,
   TaskQueue,
   createToken,
@@ -59,7 +60,7 @@ export default defineResource({
     container.bind(Resolver).toConstantValue(resolver);
     container.bind(NamespaceResolver).toConstantValue(resolver);
     container.bind(Namespaces).toConstantValue(
-      new NamespaceService(db, store, resolver, services.get(AuditLog), services.get(Announcer), services.get(Clock), services.get(TaskQueue)),
+      new NamespaceService(db, store, resolver, services.get(AuditLog), services.get(Announcer), services.get(Clock), services.get(TaskQueue), () => services.get(PluginRegistry).extractors),
     );
   },
   setup: ({ services }) => {

@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 import type { AuditActor, AuditLog } from '../../../kernel/auth/audit-log.js';
 import { diffFields } from '../../../kernel/auth/audit-log.js';
 import type { Clock } from '../../../kernel/clock.js';
-import { ConflictError, InputError, NotFoundError } from '../../../kernel/errors.js';
+import { ConflictError, InputError, NotFoundError, RequestValidationError, type FieldProblem } from '../../../kernel/errors.js';
 import type { Announcer } from '../../../kernel/events/announcer.js';
 import { newId } from '../../../kernel/ids.js';
 import { isUniqueViolation } from '../../../kernel/http/values.js';
@@ -31,7 +31,24 @@ export class NamespaceService {
     private readonly announcer: Announcer,
     private readonly clock: Clock,
     private readonly tasks: TaskQueue,
+    /** The extractors this deployment runs, by name and version (what `feature_extractors` may name). */
+    private readonly extractors: () => ReadonlyMap<string, { version: string }>,
   ) {}
+
+  /** `feature_extractors` name registered extractors, at the version this deployment runs when one is given. */
+  private checkExtractors(refs: NamespaceInput['feature_extractors']): void {
+    const registered = this.extractors();
+    const problems: FieldProblem[] = [];
+    for (const [i, ref] of (refs ?? []).entries()) {
+      const extractor = registered.get(ref.name);
+      if (!extractor) {
+        problems.push({ loc: ['body', 'feature_extractors', i, 'name'], msg: `unknown extractor; registered: ${[...registered.keys()].join(', ') || 'none'}`, type: 'unknown_extractor' });
+      } else if (ref.version !== undefined && ref.version !== extractor.version) {
+        problems.push({ loc: ['body', 'feature_extractors', i, 'version'], msg: `this deployment runs version ${extractor.version}`, type: 'extractor_version' });
+      }
+    }
+    if (problems.length > 0) throw new RequestValidationError(problems);
+  }
 
   async get(organizationId: string, nameOrId: string): Promise<NamespaceRow> {
     const row = await this.store.find(organizationId, nameOrId);
@@ -49,6 +66,7 @@ export class NamespaceService {
   }
 
   async create(organizationId: string, actor: AuditActor, input: NamespaceInput & { namespace_name: string }): Promise<NamespaceRow> {
+    this.checkExtractors(input.feature_extractors);
     const now = this.clock.now();
     const row: NamespaceRow = {
       namespace_id: newId('ns'),
@@ -81,6 +99,7 @@ export class NamespaceService {
 
   async update(organizationId: string, actor: AuditActor, nameOrId: string, input: NamespaceInput): Promise<NamespaceRow> {
     if (Object.keys(input).length === 0) throw new InputError('Nothing to update: send at least one field');
+    this.checkExtractors(input.feature_extractors);
     const before = await this.get(organizationId, nameOrId);
     const after: NamespaceRow = { ...before, ...input, updated_at: this.clock.now() } as NamespaceRow;
     const changes = diffFields(before as unknown as Record<string, unknown>, after as unknown as Record<string, unknown>, MUTABLE);

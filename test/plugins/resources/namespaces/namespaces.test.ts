@@ -49,7 +49,7 @@ describe('namespaces', () => {
           namespace_name: 'Full_Set-1',
           description: 'all fields',
           metadata: { team: 'search', nested: { n: 1 } },
-          feature_extractors: [{ name: 'text_embedding', version: 'v1' }],
+          feature_extractors: [{ name: 'text_extractor', version: '1.0' }],
         },
       });
       expect(res.response.status).toBe(201);
@@ -57,7 +57,7 @@ describe('namespaces', () => {
         namespace_name: 'Full_Set-1',
         description: 'all fields',
         metadata: { team: 'search', nested: { n: 1 } },
-        feature_extractors: [{ name: 'text_embedding', version: 'v1' }],
+        feature_extractors: [{ name: 'text_extractor', version: '1.0' }],
       });
     });
 
@@ -79,6 +79,16 @@ describe('namespaces', () => {
       const res = await t.request('POST', '/v1/namespaces', { key: t.adminKey, body: { namespace_name: 'ns_shop' } });
       expect(res.status).toBe(422);
       expect(res.body.detail[0].msg).toMatch(/^must match pattern ".*": .*not starting with `ns_` \(that is how ids start\)/);
+    });
+
+    it('feature_extractors must name registered extractors, at the version this deployment runs', async () => {
+      const unknown = await t.request('POST', '/v1/namespaces', { key: t.adminKey, body: { namespace_name: 'fe_check', feature_extractors: [{ name: 'text_extractor' }, { name: 'no_such_extractor' }] } });
+      expect(unknown.status).toBe(422);
+      expect(unknown.body.detail).toEqual([expect.objectContaining({ loc: ['body', 'feature_extractors', 1, 'name'], type: 'unknown_extractor', msg: expect.stringMatching(/registered: .*text_extractor/) })]);
+      const version = await t.request('POST', '/v1/namespaces', { key: t.adminKey, body: { namespace_name: 'fe_check', feature_extractors: [{ name: 'text_extractor', version: '9.9' }] } });
+      expect(version.status).toBe(422);
+      expect(version.body.detail[0]).toMatchObject({ loc: ['body', 'feature_extractors', 0, 'version'], type: 'extractor_version' });
+      expect((await t.request('GET', '/v1/namespaces/fe_check', { key: t.adminKey })).status).toBe(404);
     });
 
     it('refuses a description over 500 characters and accepts exactly 500', async () => {
