@@ -2905,7 +2905,7 @@ export interface components {
             results: components["schemas"]["Namespace"][];
             total: number;
         };
-        /** @description Letters, digits, `_` and `-`; not starting with `ns_` (that is how ids start). */
+        /** @description Letters, digits, `_` and `-`; not starting with `ns_` (that is how ids start). `templates` (any case) is reserved for the namespace templates routes. */
         NamespaceName: string;
         NamespaceUpdateRequest: {
             description?: string | null;

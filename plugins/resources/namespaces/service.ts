@@ -22,6 +22,15 @@ export interface NamespaceInput {
 
 const MUTABLE = ['namespace_name', 'description', 'metadata', 'feature_extractors'] as const;
 
+/** Names that paths under /v1/namespaces/ give another meaning (`/v1/namespaces/templates/...`). */
+const RESERVED_NAMES = new Set(['templates']);
+
+function checkName(name: string | undefined): void {
+  if (name !== undefined && RESERVED_NAMES.has(name.toLowerCase())) {
+    throw new RequestValidationError([{ loc: ['body', 'namespace_name'], msg: `'${name}' is reserved (/v1/namespaces/${name.toLowerCase()}/... is another route): choose another name`, type: 'reserved_name' }]);
+  }
+}
+
 export class NamespaceService {
   constructor(
     private readonly db: Knex,
@@ -66,6 +75,7 @@ export class NamespaceService {
   }
 
   async create(organizationId: string, actor: AuditActor, input: NamespaceInput & { namespace_name: string }): Promise<NamespaceRow> {
+    checkName(input.namespace_name);
     this.checkExtractors(input.feature_extractors);
     const now = this.clock.now();
     const row: NamespaceRow = {
@@ -99,6 +109,7 @@ export class NamespaceService {
 
   async update(organizationId: string, actor: AuditActor, nameOrId: string, input: NamespaceInput): Promise<NamespaceRow> {
     if (Object.keys(input).length === 0) throw new InputError('Nothing to update: send at least one field');
+    checkName(input.namespace_name);
     this.checkExtractors(input.feature_extractors);
     const before = await this.get(organizationId, nameOrId);
     const after: NamespaceRow = { ...before, ...input, updated_at: this.clock.now() } as NamespaceRow;

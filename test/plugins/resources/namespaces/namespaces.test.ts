@@ -75,6 +75,14 @@ describe('namespaces', () => {
       }
     });
 
+    it('reserves templates, whose path is another route', async () => {
+      for (const name of ['templates', 'Templates']) {
+        const res = await t.request('POST', '/v1/namespaces', { key: t.adminKey, body: { namespace_name: name } });
+        expect(res.status, name).toBe(422);
+        expect(res.body.detail[0]).toMatchObject({ loc: ['body', 'namespace_name'], type: 'reserved_name' });
+      }
+    });
+
     it('says in words why a name that looks like an id is refused', async () => {
       const res = await t.request('POST', '/v1/namespaces', { key: t.adminKey, body: { namespace_name: 'ns_shop' } });
       expect(res.status).toBe(422);
