@@ -3,6 +3,7 @@
  */
 import { operationTable, type OperationId } from '../../generated/operations.js';
 import type { RoutePermission } from '../auth/permissions.js';
+import type { JsonLimit } from './body-checks.js';
 import { InputError } from '../errors.js';
 import type { ResourceType, ScopeOperation } from '../auth/scopes.js';
 
@@ -27,7 +28,7 @@ export interface OperationSpec {
   body: 'json' | 'binary' | null;
   credits: number;
   /** Parts of the JSON body bounded in size (`x-max-json-bytes`): a 422 above (body-checks.ts: oversizedJson). */
-  jsonLimits: ReadonlyArray<{ readonly path: readonly string[]; readonly maxBytes: number }>;
+  jsonLimits: readonly JsonLimit[];
 }
 
 export const operations: ReadonlyMap<OperationId, OperationSpec> = new Map(

@@ -128,10 +128,7 @@ export default defineResource({
     tasks.register(HEALTH_TASK, async () => ({ checked: await services.get(BatchHealth).run() }));
     // A deleted namespace's batches (their chunks go with them; a chunk still queued finds no batch and stops).
     services.get(NamespacePurges).register('batches', PURGE_ORDER.batches, async ({ organizationId, namespaceId }) => {
-      const db = services.get(DatabaseHandle).db;
-      const rows = (await db('batches').where({ organization_id: organizationId, namespace_id: namespaceId }).select('batch_id', 'manifest_key')) as Array<
-        Pick<BatchRow, 'batch_id' | 'manifest_key'>
-      >;
+      const rows = await services.get(Store).inNamespace(organizationId, namespaceId);
       for (const row of rows) {
         await services.get(Store).delete(row.batch_id);
         if (row.manifest_key) await services.get(BlobStore).delete(row.manifest_key);

@@ -241,6 +241,11 @@ export class BatchStore {
     await this.db('batches').where({ batch_id: batchId }).delete();
   }
 
+  /** The namespace's batches, with their manifests (a deleted namespace's purge). */
+  inNamespace(organizationId: string, namespaceId: string): Promise<Array<Pick<BatchRow, 'batch_id' | 'manifest_key'>>> {
+    return this.db('batches').where({ organization_id: organizationId, namespace_id: namespaceId }).select('batch_id', 'manifest_key');
+  }
+
   async list(
     organizationId: string,
     bucketId: string,
