@@ -202,6 +202,8 @@ export class HnswMemoryIndex implements VectorIndex {
   async search(name: string, query: VectorQuery): Promise<VectorHit[]> {
     checkIndexName(name);
     const limit = checkLimit(query.limit);
+    const optimistic = await this.searchHeldWhileCheckingHead(name, query, limit);
+    if (optimistic) return optimistic;
     const graph = await this.current(name);
     if (!graph) return this.durable.search(name, query);
     const vector = checkVector(query.vector, graph.spec.dims);
@@ -276,6 +278,30 @@ export class HnswMemoryIndex implements VectorIndex {
   /** `work` on the durable engine, recorded in the change log (ChangeLog.write). */
   private recorded<T>(name: string, ids: readonly string[], work: () => Promise<T>): Promise<{ result: T; head: ChangeLogHead }> {
     return this.changes.write(name, ids, work, this.settings.lockDuringWrites);
+  }
+
+  /**
+   * Where the change-log head must be read before a search (a shared database, or another thread wrote), the
+   * graph this process holds is searched while the head is read, instead of after: when the head shows the
+   * graph was current as the search began, its hits are the answer (one database round trip off each search).
+   * Undefined when there is no such graph or it was behind: the caller catches up and searches again.
+   */
+  private async searchHeldWhileCheckingHead(name: string, query: VectorQuery, limit: number): Promise<VectorHit[] | undefined> {
+    if (this.settings.keepGraphs === false) return undefined;
+    const held = this.graphs.get(name);
+    if (!held || !held.usable) return undefined;
+    if (this.settings.sharedDatabase === false && !this.writtenElsewhere.has(name)) return undefined;
+    const vector = checkVector(query.vector, held.spec.dims);
+    const { version, generation } = held;
+    // Cleared before the read, as current() does: a notice arriving after it marks the index again.
+    this.writtenElsewhere.delete(name);
+    const [head, hits] = await Promise.all([
+      this.changes.head(name),
+      held.search(vector, limit, query.filter, query.payloads !== false).catch(() => undefined),
+    ]);
+    if (!hits || !head || !held.usable || head.generation !== generation || version < head.version) return undefined;
+    this.touch(name, held);
+    return hits;
   }
 
   /** The index's graph, brought up to date with the change log; undefined when it is searched in the durable engine. */

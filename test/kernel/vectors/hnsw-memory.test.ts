@@ -9,12 +9,12 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { loadConfig } from '../../../kernel/config.js';
 import { openDatabase, type DatabaseHandle } from '../../../kernel/db/database.js';
 import { parseFilter } from '../../../kernel/filters/filter.js';
 import { createVectorIndex, HnswMemoryIndex } from '../../../kernel/vectors/index.js';
-import type { MemoryGraphOptions } from '../../../kernel/vectors/memory-graph.js';
+import { MemoryGraph, type MemoryGraphOptions } from '../../../kernel/vectors/memory-graph.js';
 import type { VectorRecord } from '../../../kernel/vectors/vector-index.js';
 import { bruteForce, clusteredVectors, recallAtK, runVectorIndexContract } from './contract.js';
 
@@ -195,6 +195,36 @@ for (const graphThread of [true, false]) {
       await writer.upsert(name, [{ id: 'only', vector: q, payload: {} }]);
       expect((await reader.search(name, { vector: q, limit: 10 })).map((h) => h.id)).toEqual(['only']);
       await writer.dropIndex(name);
+    });
+
+    it.skipIf(graphThread)('searches the graph it holds while the change-log head is read, not after (one round trip off a search)', async () => {
+      const index = store.open(graph);
+      const name = fresh();
+      await index.ensureIndex({ name, dims: DIMS, distance: 'cosine' });
+      await index.upsert(name, records.slice(0, 500));
+      const q = queries[1]!;
+      await index.search(name, { vector: q, limit: 5 });
+      const order: string[] = [];
+      const isHead = (sql: string) => /from "?vector_log_versions"? where key/i.test(sql);
+      const sent = (q: { sql: string }) => void (isHead(q.sql) && order.push('head sent'));
+      const answered = (_: unknown, q: { sql: string }) => void (isHead(q.sql) && order.push('head answered'));
+      const original = MemoryGraph.prototype.search;
+      const spy = vi.spyOn(MemoryGraph.prototype, 'search').mockImplementation(function (this: MemoryGraph, ...args: Parameters<MemoryGraph['search']>) {
+        order.push('graph searched');
+        return original.apply(this, args);
+      });
+      store.handle.db.on('query', sent).on('query-response', answered);
+      try {
+        const hits = await index.search(name, { vector: q, limit: 5 });
+        expect(hits.map((h) => h.id)).toEqual(bruteForce(records.slice(0, 500), q, 'cosine', 5).map((e) => e.id));
+      } finally {
+        store.handle.db.off('query', sent).off('query-response', answered);
+        spy.mockRestore();
+      }
+      // The embedded default without other writers reads no head at all; everywhere else, one, beside the walk.
+      if (!order.includes('head sent')) return expect(order).toEqual(['graph searched']);
+      expect([...order].sort()).toEqual(['graph searched', 'head answered', 'head sent']);
+      expect(order.indexOf('graph searched')).toBeLessThan(order.indexOf('head answered'));
     });
 
     it('rebuilds from the store after a restart, with the same answers', async () => {
