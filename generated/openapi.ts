@@ -802,7 +802,7 @@ export interface paths {
         };
         /**
          * Readiness of every backing component.
-         * @description Checks every backing component and reports each one's state with the overall `status`. Answers 200 while every required component is up and 503 (with the same body) when one is down, so a load balancer can rely on the status code alone. Public: no key is needed.
+         * @description Checks every backing component and reports each one's state with the overall `status`. Answers 200 while every required component is up and 503 (with the same body) when one is down, so a load balancer can rely on the status code alone. Public: no key is needed, and a caller without one sees each component's state only (`view: public`). An active admin key of the deployment's first organization (the one the first start created) also gets each component's `details` and `error` and the `memory` totals (`view: operator`).
          */
         get: operations["getHealth"];
         put?: never;
@@ -2746,6 +2746,11 @@ export interface components {
             status: "ok" | "degraded" | "down";
             uptime_seconds: number;
             version: string;
+            /**
+             * @description public: each component's status, required, kind and latency_ms only (process ids, memory, addresses and error texts are left out). operator: everything, for a request with an active admin key of the deployment's first organization (`Authorization: Bearer <key>`).
+             * @enum {string}
+             */
+            view: "public" | "operator";
         };
         HTTPValidationError: {
             detail: components["schemas"]["ValidationErrorItem"][];

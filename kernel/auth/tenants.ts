@@ -49,6 +49,19 @@ export class TenantStore {
     private readonly clock: Clock,
   ) {}
 
+  private operatorOrganization: string | undefined;
+
+  /**
+   * The organization the first start created: its admins operate the deployment (they see the health
+   * report's details). Read once: it never changes.
+   */
+  async firstOrganizationId(): Promise<string | undefined> {
+    if (this.operatorOrganization) return this.operatorOrganization;
+    const row = await this.db<OrganizationRow>('organizations').select('organization_id').orderBy([{ column: 'created_at' }, { column: 'organization_id' }]).first();
+    this.operatorOrganization = row?.organization_id;
+    return this.operatorOrganization;
+  }
+
   async getOrganization(organizationId: string): Promise<OrganizationRow | undefined> {
     return this.db<OrganizationRow>('organizations').where({ organization_id: organizationId }).first();
   }

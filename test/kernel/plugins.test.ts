@@ -226,7 +226,7 @@ describe('startKernel plugin checks', () => {
     const thief = defineResource({
       name: 'health-thief',
       handlers: {
-        getHealth: async () => ({ status: 200, body: { status: 'ok', version: 'x', uptime_seconds: 0, components: {} } }),
+        getHealth: async () => ({ status: 200, body: { status: 'ok', version: 'x', uptime_seconds: 0, view: 'public', components: {} } }),
       },
     });
     await expect(startTestKernel({ plugins: [...builtins, thief] })).rejects.toThrow(/operation 'getHealth' has two handlers/);

@@ -1,9 +1,10 @@
 /**
  * GET /v1/health: every registered component, 200 while every required one is up, 503 'down' when a
- * required one fails, 200 'degraded' when only optional ones fail. Public: no key needed.
+ * required one fails, 200 'degraded' when only optional ones fail. Public: no key needed, and then only each
+ * component's state is shown; an admin key of the first organization sees figures and error texts too.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HealthRegistry, resolve } from '../../../../kernel/tokens.js';
+import { HealthRegistry, resolve, TenantStore } from '../../../../kernel/tokens.js';
 import { startTestKernel, type TestKernel } from '../../../support/kernel.js';
 
 describe('health', () => {
@@ -36,13 +37,14 @@ describe('health', () => {
     await t?.stop();
   });
 
-  it('answers 200 ok with the database and event bus up, without a key', async () => {
-    const res = await t.client(undefined).GET('/v1/health', {});
+  it("answers 200 ok with the database and event bus up, with every figure for the operator's key", async () => {
+    const res = await t.client().GET('/v1/health', {});
     expect(res.response.status).toBe(200);
     const body = res.data!;
     expect(body.status).toBe('ok');
     expect(body.version).toBe('0.82.0');
     expect(body.uptime_seconds).toBeGreaterThanOrEqual(0);
+    expect(body.view).toBe('operator');
     const shared = process.env.TEST_DATABASE_URL ? ['task_workers'] : [];
     expect(Object.keys(body.components).sort()).toEqual(['api', 'blob_store', 'database', 'event_bus', 'optional_cache', 'required_store', 'task_queue', ...shared, 'vectors']);
     const { database, event_bus } = body.components;
@@ -57,16 +59,50 @@ describe('health', () => {
     expect(body.memory!.total_rss_bytes).toBe(Object.values(body.memory!.by_component).reduce((sum, n) => sum + n, 0));
   });
 
-  it('ignores a key, even an invalid one, and is never rate limited', async () => {
+  it('never refuses a key, even an invalid one, and is never rate limited', async () => {
     const res = await t.request('GET', '/v1/health', { key: 'svc_sk_not_a_key' });
     expect(res.status).toBe(200);
+    expect(res.body.view).toBe('public');
     expect(res.headers.get('x-ratelimit-limit')).toBeNull();
+  });
+
+  it("shows a caller without the operator's key each component's state, and no process ids, memory, addresses or errors", async () => {
+    optionalFails = true;
+    const { data: readKey } = await t.client().POST('/v1/organizations/users/{user_email}/api-keys', {
+      params: { path: { user_email: t.adminEmail } },
+      body: { name: 'health-reader', permissions: ['read'] },
+    });
+    // An admin of another organization is a tenant, not the operator.
+    const otherSecret = `svc_sk_health_other_${'o'.repeat(40)}`;
+    await t.kernel.services.get(TenantStore).createOrganization({ name: 'health-other', ownerEmail: 'owner@health-other.test', adminKeyPlaintext: otherSecret });
+    try {
+      for (const key of [undefined, 'svc_sk_not_a_key', readKey!.key, otherSecret]) {
+        const res = await t.request('GET', '/v1/health', key ? { key } : {});
+        expect(res.status).toBe(200);
+        expect(res.body).toMatchObject({ status: 'degraded', view: 'public' });
+        expect(res.body.memory).toBeUndefined();
+        for (const component of Object.values(res.body.components) as Array<Record<string, unknown>>) {
+          expect(Object.keys(component).sort()).toEqual(expect.arrayContaining(['latency_ms', 'required', 'status']));
+          expect(component.details).toBeUndefined();
+          expect(component.error).toBeUndefined();
+        }
+        expect(res.body.components.optional_cache).toMatchObject({ status: 'down', required: false });
+        expect(JSON.stringify(res.body)).not.toContain(String(process.pid));
+      }
+      const operator = await t.request('GET', '/v1/health', { key: t.adminKey });
+      expect(operator.body.view).toBe('operator');
+      expect(operator.body.components.api.details.pid).toBe(process.pid);
+      expect(operator.body.components.optional_cache.error).toBe('cache unreachable');
+      expect(operator.body.memory.total_rss_bytes).toBeGreaterThan(0);
+    } finally {
+      optionalFails = false;
+    }
   });
 
   it('answers 200 degraded when only a non-required component fails', async () => {
     optionalFails = true;
     try {
-      const res = await t.request('GET', '/v1/health');
+      const res = await t.request('GET', '/v1/health', { key: t.adminKey });
       expect(res.status).toBe(200);
       expect(res.body.status).toBe('degraded');
       expect(res.body.components.optional_cache).toMatchObject({ status: 'down', required: false, latency_ms: null, error: 'cache unreachable' });
@@ -119,7 +155,7 @@ describe('health', () => {
       required: false,
       probe: () => Promise.reject('plain string'),
     });
-    const res = await t.request('GET', '/v1/health');
+    const res = await t.request('GET', '/v1/health', { key: t.adminKey });
     expect(res.status).toBe(200);
     expect(res.body.status).toBe('degraded');
     expect(res.body.components.odd_thrower).toMatchObject({ status: 'down', error: 'plain string' });
