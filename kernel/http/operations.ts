@@ -83,9 +83,14 @@ export class OperationMatcher {
     for (const route of this.routes) {
       const m = route.regex.exec(path);
       if (!m) continue;
-      const operation = route.byMethod.get(method.toUpperCase());
+      const verb = method.toUpperCase();
+      // HEAD is GET without the body (RFC 9110 §9.3.2): every GET operation answers it.
+      const operation = route.byMethod.get(verb) ?? (verb === 'HEAD' ? route.byMethod.get('GET') : undefined);
       if (!operation) {
-        for (const verb of route.byMethod.keys()) allowed.add(verb);
+        for (const known of route.byMethod.keys()) {
+          allowed.add(known);
+          if (known === 'GET') allowed.add('HEAD');
+        }
         continue;
       }
       const params: Record<string, string> = {};

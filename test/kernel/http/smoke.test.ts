@@ -49,6 +49,23 @@ describe('the HTTP kernel', () => {
     expect((await t.request('GET', '/v1/nothing-here', { key: t.adminKey })).status).toBe(404);
     const res = await t.request('PUT', '/v1/me', { key: t.adminKey });
     expect(res.status).toBe(405);
-    expect(res.headers.get('allow')).toBe('GET');
+    expect(res.headers.get('allow')).toBe('GET, HEAD');
+  });
+
+  it('answers HEAD wherever GET is answered: same status and headers, no body', async () => {
+    const get = await t.request('GET', '/v1/health');
+    const head = await t.request('HEAD', '/v1/health');
+    expect(head.status).toBe(get.status);
+    expect(head.text).toBe('');
+    expect(head.headers.get('content-type')).toBe(get.headers.get('content-type'));
+    // Authenticated like the GET it stands for.
+    expect((await t.request('HEAD', '/v1/me')).status).toBe(401);
+    const me = await t.request('HEAD', '/v1/me', { key: t.adminKey });
+    expect(me.status).toBe(200);
+    expect(me.text).toBe('');
+    // Not a way into other methods: a route without GET still refuses it.
+    const post = await t.request('HEAD', '/v1/retrievers/ret_missing/execute', { key: t.adminKey });
+    expect(post.status).toBe(405);
+    expect(post.headers.get('allow')).toBe('POST');
   });
 });
