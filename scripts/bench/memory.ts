@@ -34,10 +34,12 @@ const home = await mkdtemp(path.join(os.tmpdir(), 'tessera-bench-memory-'));
 const port = await freePort();
 const url = `http://127.0.0.1:${port}`;
 const fromSources = process.argv.includes('--sources');
+// The first organization's admin key: health shows memory and worker figures to the operator only.
+const adminKey = `svc_sk_bench_${'m'.repeat(47)}`;
 const command = fromSources ? ['--import', 'tsx', path.join(root, 'kernel/cli.ts'), 'serve'] : [path.join(root, 'bin/tessera.js'), 'serve'];
 const service = spawn(process.execPath, command, {
   cwd: root,
-  env: { ...process.env, TESSERA_HOME: home, TESSERA_ADMIN_KEY: `svc_sk_bench_${'m'.repeat(47)}`, PORT: String(port), HOST: '127.0.0.1', MALLOC_ARENA_MAX: '2', LOG_LEVEL: 'warn', TESSERA_PLUGINS: '' },
+  env: { ...process.env, TESSERA_HOME: home, TESSERA_ADMIN_KEY: adminKey, PORT: String(port), HOST: '127.0.0.1', MALLOC_ARENA_MAX: '2', LOG_LEVEL: 'warn', TESSERA_PLUGINS: '' },
   stdio: ['ignore', 'ignore', 'inherit'],
 });
 const exited = new Promise<never>((_, reject) => service.once('exit', (code) => reject(new Error(`the service exited (code ${code}) before it answered`))));
@@ -62,7 +64,7 @@ interface Health {
   memory: { total_rss_bytes: number; by_component: Record<string, number> };
 }
 async function health(): Promise<Health> {
-  return (await (await fetch(`${url}/v1/health`)).json()) as Health;
+  return (await (await fetch(`${url}/v1/health`, { headers: { Authorization: `Bearer ${adminKey}` } })).json()) as Health;
 }
 
 function page(width: number, height: number, lines: string[], fontSize: number): Promise<Buffer> {
