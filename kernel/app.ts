@@ -38,6 +38,7 @@ import { RequestLog as RequestLogService, requestLogMigrations } from './http/re
 import { HealthRegistry as HealthRegistryService } from './health.js';
 import { PluginRegistry as PluginRegistryService, type PluginContext } from './plugins.js';
 import { createAppServer } from './http/app-server.js';
+import { PostgresNotices } from './db/pg-notices.js';
 import { buildHttpApp } from './http/server.js';
 import { operations, type OperationId } from './http/operations.js';
 import type { AnyHandler } from './http/handlers.js';
@@ -188,6 +189,14 @@ async function assembleCore(
   lifecycle.onShutdown('database', () => database.close());
   container.bind(T.DatabaseHandle).toConstantValue(database);
   const db = database.db;
+  if (database.kind === 'postgres' && config.databaseUrl && config.definitionCache) {
+    const notices = new PostgresNotices(config.databaseUrl, (channel, payload) => db.raw('select pg_notify(?, ?)', [channel, payload]), log.child({ component: 'cache-notices' }));
+    // While not listening (refused, or lost later), the definition caches are off: every read goes to the database.
+    await notices.start();
+    // Registered after the database's hook, so it closes first.
+    lifecycle.onShutdown('cache notices', () => notices.close());
+    container.bind(T.CrossProcessNotices).toConstantValue(notices);
+  }
   if (await keepsOwnStatistics(database, databasePort !== undefined)) {
     // PostgreSQL's autovacuum keeps its planner's statistics current; PGlite has none (kernel/db/table-statistics.ts).
     if (database.kind === 'postgres') log.info('PostgreSQL runs without autovacuum: Tessera analyzes the tables that grew itself');

@@ -84,6 +84,12 @@ export interface Config {
    * (kernel/vectors/graph-thread.ts), so graph walks and inserts run beside the HTTP thread.
    */
   vectorGraphThread: boolean;
+  /**
+   * `TESSERA_DEFINITION_CACHE` (default on): on PostgreSQL, each process keeps the definitions read on every
+   * request (retrievers, collections, publications) in memory, told of other processes' changes over
+   * LISTEN/NOTIFY (kernel/db/pg-notices.ts); off, every request reads them from the database.
+   */
+  definitionCache: boolean;
   /** `VECTOR_MEMORY_MAX_VECTORS`: vectors one process holds in memory at most (larger indexes are searched in the engine). */
   vectorMemoryMaxVectors: number;
   /** Remote `tessera inference` workers; absent means workers this process spawns itself. */
@@ -257,6 +263,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     milvus: milvus(env, engine),
     vectorMemoryIndex: bool(env.VECTOR_MEMORY_INDEX, true),
     vectorGraphThread: bool(env.TESSERA_GRAPH_THREAD, true),
+    definitionCache: bool(env.TESSERA_DEFINITION_CACHE, true),
     vectorMemoryMaxVectors: int(env.VECTOR_MEMORY_MAX_VECTORS, 2_000_000, 'VECTOR_MEMORY_MAX_VECTORS'),
     inferenceAddresses: (env.INFERENCE_ADDRESSES ?? '')
       .split(',')

@@ -31,6 +31,7 @@ import type { PresignedPutGate as PresignedPutGateShape } from './blobs/put-gate
 import type { VectorIndex as VectorIndexShape } from './vectors/vector-index.js';
 import type { InferenceClient as InferenceClientShape } from './inference/client.js';
 import type { TextIndex as TextIndexShape } from './text/text-index.js';
+import type { CrossProcessNotices as CrossProcessNoticesShape } from './db/pg-notices.js';
 import type { PublishedRetrieverDirectory as PublishedRetrieverDirectoryShape } from './retrieval/published.js';
 import type { RetrieverExecutor as RetrieverExecutorShape } from './retrieval/executor.js';
 
@@ -73,6 +74,8 @@ export const EventBus = createToken<EventBusShape>('EventBus');
 export const Announcer = createToken<AnnouncerShape>('Announcer');
 export const KeyStore = createToken<KeyStoreShape>('KeyStore');
 export const TenantStore = createToken<TenantStoreShape>('TenantStore');
+/** PostgreSQL only (and TESSERA_DEFINITION_CACHE on): what definition caches forget, the other processes forget too. */
+export const CrossProcessNotices = createToken<CrossProcessNoticesShape>('CrossProcessNotices');
 export const AuditLog = createToken<AuditLogShape>('AuditLog');
 export const RateLimiter = createToken<RateLimiterShape>('RateLimiter');
 export const NamespaceResolver = createToken<NamespaceResolverShape>('NamespaceResolver');

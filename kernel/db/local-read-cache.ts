@@ -1,16 +1,22 @@
 /**
  * Rows read from the database, kept in this process for the hot read paths (a retriever's definition, the
- * collections it runs over, the documents a search returns) — only when this process is the database's
- * only writer: the embedded default (PGlite serves one process). The code that writes those rows calls
+ * collections it runs over, the documents a search returns) — when this process is the database's only
+ * writer: the embedded default (PGlite serves one process). The code that writes those rows calls
  * `forget`/`forgetAll` before its request answers, so a hit is never older than the last acknowledged
- * write. With a shared database (PostgreSQL, several API and worker processes) other processes write too,
- * so the cache is off and every read goes to the database. The threads of one process that share the
- * embedded database (API and task thread) tell each other what they forget (`shared`).
+ * write. The threads of one process that share the embedded database (API and task thread) tell each other
+ * what they forget (`shared`).
+ *
+ * With a shared database (PostgreSQL, several API and worker processes) other processes write too: a cache
+ * is then off (every read goes to the database) unless it is given `crossProcess` notices
+ * (kernel/db/pg-notices.ts), for rarely written rows. It then answers from memory while those notices are
+ * received, forgets what other processes say they wrote a moment after they wrote it, keeps no entry
+ * longer than `ttlMs`, and forgets everything whenever the notices stop or start again.
  *
  * A read that started before a write finished could put back what the write replaced: each read notes the
  * cache's generation before it goes to the database and keeps its value only if no write came in between.
  */
 import type { DatabaseNotices } from './database.js';
+import type { CrossProcessNotices } from './pg-notices.js';
 
 export interface LocalReadCacheOptions {
   /** False when other processes write the same database: every read then goes to it. */
@@ -22,13 +28,20 @@ export interface LocalReadCacheOptions {
    * forgets, the same-named cache in the others forgets too, before they read the write's result.
    */
   shared?: { name: string; notices: DatabaseNotices | undefined };
+  /**
+   * Other processes writing the same database (PostgreSQL): the cache answers from memory while `notices`
+   * are received, each entry for at most `ttlMs`; what it forgets, the same-named cache of the other processes
+   * forgets too.
+   */
+  crossProcess?: { name: string; notices: CrossProcessNotices; ttlMs: number };
 }
 
 export class LocalReadCache<V> {
-  private readonly entries = new Map<string, V>();
+  private readonly entries = new Map<string, { value: V; until: number }>();
   private generation = 0;
 
   private readonly topic: string | undefined;
+  private readonly crossProcess: LocalReadCacheOptions['crossProcess'];
 
   constructor(private readonly options: LocalReadCacheOptions) {
     const shared = options.enabled ? options.shared : undefined;
@@ -38,15 +51,25 @@ export class LocalReadCache<V> {
         if (topic === this.topic) this.forgetHere(payload as string[] | null);
       });
     }
+    // The only writer needs no word from other processes.
+    this.crossProcess = options.enabled ? undefined : options.crossProcess;
+    if (this.crossProcess) {
+      const topic = `cache:${this.crossProcess.name}`;
+      this.crossProcess.notices.onNotice((noticeTopic, keys) => {
+        if (noticeTopic === topic) this.forgetHere(keys);
+      });
+      this.crossProcess.notices.onReset(() => this.forgetHere(null));
+    }
   }
 
+  /** True while a read may be answered from memory. */
   get enabled(): boolean {
-    return this.options.enabled;
+    return this.options.enabled || this.crossProcess?.notices.listening === true;
   }
 
   /** The cached value, or `load()`'s (kept when it is defined and no write came in meanwhile). */
   async read(key: string, load: () => Promise<V | undefined>): Promise<V | undefined> {
-    if (!this.options.enabled) return load();
+    if (!this.enabled) return load();
     const hit = this.get(key);
     if (hit !== undefined) return hit;
     const before = this.generation;
@@ -57,11 +80,13 @@ export class LocalReadCache<V> {
 
   /** The cached value, refreshed as most recently used; undefined on a miss or when the cache is off. */
   get(key: string): V | undefined {
+    if (!this.enabled) return undefined;
     const hit = this.entries.get(key);
     if (hit === undefined) return undefined;
     this.entries.delete(key);
+    if (hit.until < performance.now()) return undefined;
     this.entries.set(key, hit);
-    return hit;
+    return hit.value;
   }
 
   /** The generation a read must note before going to the database, to `keep` what it read. */
@@ -71,18 +96,20 @@ export class LocalReadCache<V> {
 
   /** Keeps `value` if no write happened since `mark()` returned `generation`. */
   keep(generation: number, key: string, value: V): void {
-    if (this.options.enabled && generation === this.generation) this.set(key, value);
+    if (this.enabled && generation === this.generation) this.set(key, value);
   }
 
   forget(keys: Iterable<string>): void {
     const list = [...keys];
     this.forgetHere(list);
     if (this.topic) this.options.shared!.notices!.notify(this.topic, list);
+    if (this.crossProcess) this.crossProcess.notices.notify(`cache:${this.crossProcess.name}`, list);
   }
 
   forgetAll(): void {
     this.forgetHere(null);
     if (this.topic) this.options.shared!.notices!.notify(this.topic, null);
+    if (this.crossProcess) this.crossProcess.notices.notify(`cache:${this.crossProcess.name}`, null);
   }
 
   /** Forgets `keys` (all with null) in this thread only. */
@@ -94,7 +121,7 @@ export class LocalReadCache<V> {
 
   private set(key: string, value: V): void {
     this.entries.delete(key);
-    this.entries.set(key, value);
+    this.entries.set(key, { value, until: this.crossProcess ? performance.now() + this.crossProcess.ttlMs : Infinity });
     if (this.entries.size > this.options.maxEntries) this.entries.delete(this.entries.keys().next().value as string);
   }
 }

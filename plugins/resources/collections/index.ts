@@ -2,6 +2,7 @@
  * Collections: documents made from a bucket (or another collection) by feature extractors. This module is
  * the collection resource itself and the extractor catalogue; documents and batches build on it.
  */
+import { crossProcessOf } from '../../../kernel/db/pg-notices.js';
 import type { components } from '../../../generated/openapi.js';
 import type { RequestContext } from '../../../kernel/http/context.js';
 import { callerOf } from '../../../kernel/http/handlers.js';
@@ -118,7 +119,7 @@ export default defineResource({
     // PGlite serves this process alone: definitions and documents retrieval reads can be kept in memory.
     const { kind, notices } = services.get(DatabaseHandle);
     const onlyWriter = kind === 'pglite';
-    const store = new CollectionStore(services.get(DatabaseHandle).db, { onlyWriter, ...(notices ? { notices } : {}) });
+    const store = new CollectionStore(services.get(DatabaseHandle).db, { onlyWriter, ...(notices ? { notices } : {}), ...crossProcessOf(services) });
     container.bind(Store).toConstantValue(store);
     const documents = new DocumentStore(services.get(DatabaseHandle).db, services.get(TextIndex), { singleConnection: onlyWriter });
     container.bind(Documents).toConstantValue(documents);

@@ -2,6 +2,7 @@
 import type { Knex } from 'knex';
 import type { DatabaseNotices } from '../../../kernel/db/database.js';
 import { deepFreeze, LocalReadCache } from '../../../kernel/db/local-read-cache.js';
+import { CROSS_PROCESS_TTL_MS, type CrossProcessNotices } from '../../../kernel/db/pg-notices.js';
 import type { components } from '../../../generated/openapi.js';
 
 type Schemas = components['schemas'];
@@ -44,8 +45,11 @@ export class CollectionStore {
   /** Rows by (organization, namespace, name or id) for `findDefinition`, kept while this process is the only writer. */
   private readonly definitions: LocalReadCache<CollectionRow>;
 
-  constructor(private readonly db: Knex, options: { onlyWriter: boolean; notices?: DatabaseNotices } = { onlyWriter: false }) {
-    this.definitions = new LocalReadCache({ enabled: options.onlyWriter, maxEntries: 10_000, shared: { name: 'collections', notices: options.notices } });
+  constructor(private readonly db: Knex, options: { onlyWriter: boolean; notices?: DatabaseNotices; crossProcess?: CrossProcessNotices } = { onlyWriter: false }) {
+    this.definitions = new LocalReadCache({
+      enabled: options.onlyWriter, maxEntries: 10_000, shared: { name: 'collections', notices: options.notices },
+      ...(options.crossProcess ? { crossProcess: { name: 'collections', notices: options.crossProcess, ttlMs: CROSS_PROCESS_TTL_MS } } : {}),
+    });
   }
 
   /**

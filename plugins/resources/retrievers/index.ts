@@ -3,6 +3,7 @@
  * with nothing kept), and the catalogue of registered stages. The pipeline engine is the kernel's
  * (kernel/retrieval); stages are plugins found through the registry.
  */
+import { crossProcessOf } from '../../../kernel/db/pg-notices.js';
 import type { components } from '../../../generated/openapi.js';
 import type { RequestContext } from '../../../kernel/http/context.js';
 import { callerOf } from '../../../kernel/http/handlers.js';
@@ -174,6 +175,7 @@ export default defineResource({
     const store = new RetrieverStore(services.get(DatabaseHandle).db, {
       onlyWriter: services.get(DatabaseHandle).kind === 'pglite',
       ...(services.get(DatabaseHandle).notices ? { notices: services.get(DatabaseHandle).notices } : {}),
+      ...crossProcessOf(services),
     });
     container.bind(Store).toConstantValue(store);
     const cache = new RetrieverCacheStore(services.get(DatabaseHandle).db, services.get(Clock), () => services.get(TaskQueue), (organizationId, namespaceId, nameOrId) =>

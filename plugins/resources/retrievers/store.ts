@@ -2,6 +2,7 @@
 import type { Knex } from 'knex';
 import type { DatabaseNotices } from '../../../kernel/db/database.js';
 import { deepFreeze, LocalReadCache } from '../../../kernel/db/local-read-cache.js';
+import { CROSS_PROCESS_TTL_MS, type CrossProcessNotices } from '../../../kernel/db/pg-notices.js';
 import type { components } from '../../../generated/openapi.js';
 import { packInputs, unpackInputs } from './history-inputs.js';
 
@@ -100,8 +101,11 @@ export class RetrieverStore {
   /** Definitions by (organization, namespace, name or id), kept while this process is the only writer. */
   private readonly definitions: LocalReadCache<RetrieverRow>;
 
-  constructor(private readonly db: Knex, options: { onlyWriter: boolean; notices?: DatabaseNotices } = { onlyWriter: false }) {
-    this.definitions = new LocalReadCache({ enabled: options.onlyWriter, maxEntries: 10_000, shared: { name: 'retrievers', notices: options.notices } });
+  constructor(private readonly db: Knex, options: { onlyWriter: boolean; notices?: DatabaseNotices; crossProcess?: CrossProcessNotices } = { onlyWriter: false }) {
+    this.definitions = new LocalReadCache({
+      enabled: options.onlyWriter, maxEntries: 10_000, shared: { name: 'retrievers', notices: options.notices },
+      ...(options.crossProcess ? { crossProcess: { name: 'retrievers', notices: options.crossProcess, ttlMs: CROSS_PROCESS_TTL_MS } } : {}),
+    });
   }
 
   /** By `ret_` id or by name (case-insensitive) within a namespace. The row is shared: never change it. */
