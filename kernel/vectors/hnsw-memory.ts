@@ -294,12 +294,16 @@ export class HnswMemoryIndex implements VectorIndex {
     const vector = checkVector(query.vector, held.spec.dims);
     const { version, generation } = held;
     // Cleared before the read, as current() does: a notice arriving after it marks the index again.
-    this.writtenElsewhere.delete(name);
+    const marked = this.writtenElsewhere.delete(name);
     const [head, hits] = await Promise.all([
       this.changes.head(name),
       held.search(vector, limit, query.filter, query.payloads !== false).catch(() => undefined),
     ]);
-    if (!hits || !head || !held.usable || head.generation !== generation || version < head.version) return undefined;
+    if (!hits || !head || !held.usable || head.generation !== generation || version < head.version) {
+      // Not answered here: current() must read the head again and catch up, as if this had not run.
+      if (marked) this.writtenElsewhere.add(name);
+      return undefined;
+    }
     this.touch(name, held);
     return hits;
   }
