@@ -86,7 +86,7 @@ export interface Config {
   vectorGraphThread: boolean;
   /**
    * `TESSERA_DEFINITION_CACHE` (default on): on PostgreSQL, each process keeps the definitions read on every
-   * request (retrievers, collections, publications) in memory, told of other processes' changes over
+   * request (retrievers, collections) in memory, told of other processes' changes over
    * LISTEN/NOTIFY (kernel/db/pg-notices.ts); off, every request reads them from the database.
    */
   definitionCache: boolean;

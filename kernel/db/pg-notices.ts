@@ -1,8 +1,9 @@
 /**
  * Notices between the processes sharing one PostgreSQL database (API processes, `tessera worker`s), over
  * LISTEN/NOTIFY: what one process's read caches forget, the others forget too. Used for rows that change
- * rarely and are read on every request (a retriever's definition, its collections, a publication), so a
- * process can answer them from memory although other processes write the same tables.
+ * rarely and are read on every request (a retriever's definition, its collections), so a process can answer
+ * them from memory although other processes write the same tables. Not for what must end everywhere at
+ * once (a publication: unpublishing stops public access in every process before it answers).
  *
  * A notice reaches the other processes a moment after the write (PostgreSQL delivers it to each listening
  * connection), so a cache fed by these is current within that moment, not at once; each entry is also kept

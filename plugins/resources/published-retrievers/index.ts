@@ -6,7 +6,6 @@
  * recorded in the owner's execution history and signals. Publications are read from the database on every
  * public request, so unpublishing stops the name answering at once in every API process.
  */
-import { crossProcessOf } from '../../../kernel/db/pg-notices.js';
 import type { components } from '../../../generated/openapi.js';
 import { looksLikeBoundKey } from '../../../kernel/auth/bound-keys.js';
 import { AuthenticationError, ConflictError, InputError, NotAllowedError, NotFoundError, RateLimitError } from '../../../kernel/errors.js';
@@ -133,7 +132,7 @@ export default defineResource({
     const store = new PublishedStore(database.db, sealer, {
       onlyWriter: database.kind === 'pglite',
       ...(database.notices ? { notices: database.notices } : {}),
-      ...crossProcessOf(services),
+      // No cross-process cache here (crossProcessOf): an unpublish must stop public access in every process at once.
       retrieverExists: async (row) => (await services.get(RetrieverExecutor).find(row.organization_id, row.namespace_id, row.retriever_id)) !== null,
     });
     container.bind(Store).toConstantValue(store);

@@ -8,7 +8,6 @@
 import type { Knex } from 'knex';
 import type { DatabaseNotices } from '../../../kernel/db/database.js';
 import { deepFreeze, LocalReadCache } from '../../../kernel/db/local-read-cache.js';
-import { CROSS_PROCESS_TTL_MS, type CrossProcessNotices } from '../../../kernel/db/pg-notices.js';
 import type {
   DisplayConfig,
   PublishedRateLimits,
@@ -78,16 +77,11 @@ export class PublishedStore implements PublishedRetrieverDirectory {
       onlyWriter: boolean;
       /** The threads sharing the embedded database, told what this cache forgets. */
       notices?: DatabaseNotices;
-      /** Other processes writing the same PostgreSQL database, told what this cache forgets. */
-      crossProcess?: CrossProcessNotices;
       /** Whether the publication's retriever still exists (read in memory where rows are kept). */
       retrieverExists?: (row: PublicationRow) => Promise<boolean>;
     } = { onlyWriter: false },
   ) {
-    this.rows = new LocalReadCache({
-      enabled: options.onlyWriter, maxEntries: 10_000, shared: { name: 'publications', notices: options.notices },
-      ...(options.crossProcess ? { crossProcess: { name: 'publications', notices: options.crossProcess, ttlMs: CROSS_PROCESS_TTL_MS } } : {}),
-    });
+    this.rows = new LocalReadCache({ enabled: options.onlyWriter, maxEntries: 10_000, shared: { name: 'publications', notices: options.notices } });
     this.retrieverExists = options.retrieverExists;
   }
 
