@@ -281,6 +281,13 @@ async function assembleCore(
     container.bind(T.RateLimiter).toConstantValue(new InProcessRateLimiter(clock));
   }
   container.bind(T.RequestLog).toConstantValue(requestLog);
+  container.bind(T.Authenticator).toConstantValue(
+    new Authenticator(keyStore, clock, config.planRateLimitPerMinute, {
+      limiter: container.get(T.RateLimiter),
+      perMinute: config.unauthenticatedRateLimitPerMinute,
+      trustedProxyHops: config.trustedProxyHops,
+    }),
+  );
   container.bind(T.ResourceIdentifiers).toConstantValue(new ResourceIdentifiersService());
   container.bind(T.ReferenceRegistry).toConstantValue(new ReferenceRegistryService());
   container.bind(T.NamespacePurges).toConstantValue(new NamespacePurgesService());
@@ -398,11 +405,7 @@ async function serve(core: Core, options: KernelOptions): Promise<Kernel> {
     apiDocument,
     validateResponses: config.validateResponses,
     jsonBodyLimit: config.jsonBodyLimit,
-    authenticator: new Authenticator(keyStore, clock, config.planRateLimitPerMinute, {
-      limiter: container.get(T.RateLimiter),
-      perMinute: config.unauthenticatedRateLimitPerMinute,
-      trustedProxyHops: config.trustedProxyHops,
-    }),
+    authenticator: container.get(T.Authenticator),
     authorizer,
     rateLimiter: container.get(T.RateLimiter),
     keyStore,

@@ -11,6 +11,7 @@ import type { DatabaseHandle as DatabaseHandleShape } from './db/database.js';
 import type { EventBus as EventBusShape } from './events/event-bus.js';
 import type { Announcer as AnnouncerShape } from './events/announcer.js';
 import type { KeyStore as KeyStoreShape } from './auth/key-store.js';
+import type { Authenticator as AuthenticatorShape } from './auth/authenticator.js';
 import type { TenantStore as TenantStoreShape } from './auth/tenants.js';
 import type { AuditLog as AuditLogShape } from './auth/audit-log.js';
 import type { RateLimiter as RateLimiterShape } from './auth/rate-limiter.js';
@@ -73,6 +74,8 @@ export const EventBus = createToken<EventBusShape>('EventBus');
 /** Publishes a committed change's events, logging a refusal instead of throwing it (events/announcer.ts). */
 export const Announcer = createToken<AnnouncerShape>('Announcer');
 export const KeyStore = createToken<KeyStoreShape>('KeyStore');
+/** Who a request's `Authorization` header names (what the HTTP pipeline uses; public handlers that show more to a key, too). */
+export const Authenticator = createToken<AuthenticatorShape>('Authenticator');
 export const TenantStore = createToken<TenantStoreShape>('TenantStore');
 /** PostgreSQL only (and TESSERA_DEFINITION_CACHE on): what definition caches forget, the other processes forget too. */
 export const CrossProcessNotices = createToken<CrossProcessNoticesShape>('CrossProcessNotices');

@@ -42,6 +42,7 @@ export class LocalReadCache<V> {
 
   private readonly topic: string | undefined;
   private readonly crossProcess: LocalReadCacheOptions['crossProcess'];
+  private readonly crossProcessTopic: string;
 
   constructor(private readonly options: LocalReadCacheOptions) {
     const shared = options.enabled ? options.shared : undefined;
@@ -53,10 +54,10 @@ export class LocalReadCache<V> {
     }
     // The only writer needs no word from other processes.
     this.crossProcess = options.enabled ? undefined : options.crossProcess;
+    this.crossProcessTopic = `cache:${options.crossProcess?.name}`;
     if (this.crossProcess) {
-      const topic = `cache:${this.crossProcess.name}`;
-      this.crossProcess.notices.onNotice((noticeTopic, keys) => {
-        if (noticeTopic === topic) this.forgetHere(keys);
+      this.crossProcess.notices.onNotice((topic, keys) => {
+        if (topic === this.crossProcessTopic) this.forgetHere(keys);
       });
       this.crossProcess.notices.onReset(() => this.forgetHere(null));
     }
@@ -103,13 +104,13 @@ export class LocalReadCache<V> {
     const list = [...keys];
     this.forgetHere(list);
     if (this.topic) this.options.shared!.notices!.notify(this.topic, list);
-    if (this.crossProcess) this.crossProcess.notices.notify(`cache:${this.crossProcess.name}`, list);
+    this.crossProcess?.notices.notify(this.crossProcessTopic, list);
   }
 
   forgetAll(): void {
     this.forgetHere(null);
     if (this.topic) this.options.shared!.notices!.notify(this.topic, null);
-    if (this.crossProcess) this.crossProcess.notices.notify(`cache:${this.crossProcess.name}`, null);
+    this.crossProcess?.notices.notify(this.crossProcessTopic, null);
   }
 
   /** Forgets `keys` (all with null) in this thread only. */

@@ -290,7 +290,7 @@ export class HnswMemoryIndex implements VectorIndex {
     if (this.settings.keepGraphs === false) return undefined;
     const held = this.graphs.get(name);
     if (!held || !held.usable) return undefined;
-    if (this.settings.sharedDatabase === false && !this.writtenElsewhere.has(name)) return undefined;
+    if (this.heldIsCurrent(name)) return undefined;
     const vector = checkVector(query.vector, held.spec.dims);
     const { version, generation } = held;
     // Cleared before the read, as current() does: a notice arriving after it marks the index again.
@@ -308,12 +308,17 @@ export class HnswMemoryIndex implements VectorIndex {
     return hits;
   }
 
+  /** True when no other writer can have changed the index since this process's graph saw it: no head to read. */
+  private heldIsCurrent(name: string): boolean {
+    return this.settings.sharedDatabase === false && !this.writtenElsewhere.has(name);
+  }
+
   /** The index's graph, brought up to date with the change log; undefined when it is searched in the durable engine. */
   private async current(name: string): Promise<GraphHandle | undefined> {
     if (this.settings.keepGraphs === false) return undefined;
     const held = this.graphs.get(name);
     if (held && !held.usable) this.forget(name, held);
-    if (this.settings.sharedDatabase === false && !this.writtenElsewhere.has(name)) {
+    if (this.heldIsCurrent(name)) {
       const graph = this.graphs.get(name);
       if (graph) return graph;
     }

@@ -6,22 +6,25 @@
  * internal addresses) are for an admin key of the deployment's first organization.
  */
 import type { Request } from 'express';
-import { keyStatus } from '../../../kernel/auth/key-store.js';
-import { isAcceptableOperatorKey } from '../../../kernel/auth/keys.js';
 import type { ComponentReport as ComponentHealth, HealthReport } from '../../../kernel/health.js';
 import { defineResource } from '../../../kernel/plugins.js';
-import { ApiDocument, Clock, HealthRegistry, KeyStore, TenantStore } from '../../../kernel/tokens.js';
+import { ApiDocument, Authenticator, HealthRegistry, TenantStore } from '../../../kernel/tokens.js';
 import type { Services } from '../../../kernel/tokens.js';
 
-const BEARER = /^Bearer\s+(\S+)$/i;
-
-/** True when the request carries an active admin key of the first organization. Anything else is a public caller. */
+/**
+ * True when the request carries an active admin key of the first organization. Anything else, a refused key
+ * included, is a public caller: health is never refused. A refused key still counts against its address's
+ * limit on failed keys (the authenticator's), so this answer is no unlimited way to try keys.
+ */
 async function isOperator(req: Request, services: Services): Promise<boolean> {
-  const secret = BEARER.exec(req.headers.authorization ?? '')?.[1];
-  if (!secret || !isAcceptableOperatorKey(secret)) return false;
-  const key = await services.get(KeyStore).findByPlaintext(secret);
-  if (!key || keyStatus(key, services.get(Clock).now()) !== 'active' || !key.permissions.includes('admin')) return false;
-  return key.organization_id === (await services.get(TenantStore).firstOrganizationId());
+  const authorization = req.get('authorization');
+  if (!authorization) return false;
+  const auth = await services
+    .get(Authenticator)
+    .authenticate(authorization, { origin: undefined, socketAddress: req.socket.remoteAddress, forwardedFor: req.get('x-forwarded-for') })
+    .catch(() => null);
+  if (!auth?.permissions.includes('admin')) return false;
+  return auth.organizationId === (await services.get(TenantStore).firstOrganizationId());
 }
 
 /** What a public caller sees of a component: its state, never its figures or error text. */
@@ -38,6 +41,7 @@ export default defineResource({
   name: 'health',
   handlers: {
     getHealth: async ({ services, req }) => {
+      // The database may be what is down: then the caller gets the public view, never an error.
       const [report, operator] = await Promise.all([services.get(HealthRegistry).report(), isOperator(req, services).catch(() => false)]);
       const info = services.get(ApiDocument).info as { version?: string } | undefined;
       const body = {
