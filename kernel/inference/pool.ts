@@ -206,6 +206,7 @@ export class InferenceWorkerPool {
       }, this.options.startTimeoutMs ?? 60_000);
       startTimer.unref();
       let failure: string | undefined;
+      let stoppedBy: NodeJS.Signals | undefined;
       child.on('message', (message: WorkerMessage) => {
         if (message.type === 'listening') {
           slot.address = message.address;
@@ -218,6 +219,8 @@ export class InferenceWorkerPool {
           }
         } else if (message.type === 'failed') {
           failure = message.error;
+        } else if (message.type === 'exiting') {
+          stoppedBy = message.signal;
         }
       });
       child.on('error', (error) => this.log.error({ err: error, slot: slot.index }, 'inference worker process error'));
@@ -232,7 +235,13 @@ export class InferenceWorkerPool {
           reject(new Error(`inference worker ${slot.index} exited before listening (${signal ?? `code ${code}`})${failure ? `: ${failure}` : ''}`));
         }
         if (this.stopping) return;
-        this.log.error({ slot: slot.index, pid: child.pid, code, signal }, 'inference worker died; restarting');
+        if (stoppedBy) {
+          // Usually a signal sent to the whole process group, the server's own stop close behind it (which
+          // cancels the restart); sent to the worker alone, the restart keeps the pool at its size.
+          this.log.warn({ slot: slot.index, pid: child.pid, code, signal: stoppedBy }, `inference worker stopped on ${stoppedBy}; restarting it unless the server is stopping too`);
+        } else {
+          this.log.error({ slot: slot.index, pid: child.pid, code, signal }, 'inference worker died; restarting');
+        }
         this.emit();
         this.scheduleRestart(slot);
       });

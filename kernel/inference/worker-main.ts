@@ -21,12 +21,14 @@ export interface WorkerSpec {
 /** Messages between the pool and a child. */
 export type WorkerMessage =
   | { type: 'listening'; address: string; pid: number }
-  | { type: 'failed'; error: string };
+  | { type: 'failed'; error: string }
+  /** Sent before a worker exits on a signal of its own (e.g. SIGTERM to the whole process group): not a crash. */
+  | { type: 'exiting'; signal: NodeJS.Signals };
 export type ParentMessage = { type: 'shutdown'; graceMs: number };
 
 function send(message: WorkerMessage): Promise<void> {
   return new Promise((resolve) => {
-    if (!process.send) return resolve();
+    if (!process.send || !process.connected) return resolve();
     process.send(message, undefined, {}, () => resolve());
   });
 }
@@ -65,7 +67,9 @@ async function main(): Promise<void> {
   });
   // The parent is gone (crashed or killed): nobody will send calls or a shutdown.
   process.on('disconnect', () => shutdown(0));
-  process.on('SIGTERM', () => shutdown(10_000));
+  process.on('SIGTERM', () => {
+    void send({ type: 'exiting', signal: 'SIGTERM' }).finally(() => shutdown(10_000));
+  });
   // Ctrl-C reaches the whole process group; the parent decides when its workers stop.
   process.on('SIGINT', () => {});
   await send({ type: 'listening', address: served.address, pid: process.pid });

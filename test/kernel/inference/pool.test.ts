@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isRunning as alive } from '../../support/processes.js';
 import { InferenceClient } from '../../../kernel/inference/client.js';
 import { startInferenceWorkers, type InferenceRuntime } from '../../../kernel/inference/index.js';
-import { silentLogger } from '../../support/logs.js';
+import { capturingLogger, silentLogger } from '../../support/logs.js';
 import { charVector } from './models.js';
 
 const log = silentLogger();
@@ -83,6 +83,26 @@ describe('inference worker pool', () => {
     await runtime.stop();
     expect(pids.filter(alive)).toEqual([]);
     expect(runtime.pool!.addresses()).toEqual([]);
+  });
+
+  it('tells a worker stopped by SIGTERM (e.g. sent to the whole process group) from a crash, and still restarts it', async () => {
+    const { logger, lines } = capturingLogger('info');
+    const own = await startInferenceWorkers({ plugins: [MODELS], workers: 1, log: logger, pool: { logLevel: 'silent', restartDelayMs: 50, shutdownGraceMs: 2_000 } });
+    try {
+      const [victim] = own.pool!.workers();
+      process.kill(victim!.pid!, 'SIGTERM');
+      await eventually(() => {
+        const w = own.pool!.workers()[0]!;
+        return w.restarts === 1 && w.address && w.pid !== victim!.pid ? w : undefined;
+      }, 'the worker to restart');
+      const logged = lines.map((line) => JSON.parse(line) as { level: number; msg: string; signal?: string });
+      expect(logged.filter((l) => /inference worker (stopped|died)/.test(l.msg))).toEqual([
+        expect.objectContaining({ level: 40 /* warn */, signal: 'SIGTERM', msg: expect.stringMatching(/stopped on SIGTERM; restarting/) }),
+      ]);
+      expect(await own.client.embedText('chars', ['after SIGTERM'])).toEqual([charVector('after SIGTERM')]);
+    } finally {
+      await own.stop();
+    }
   });
 
   it('fails to start, and leaves nothing running, when a plugin module cannot load', async () => {
