@@ -2812,8 +2812,14 @@ export interface components {
             allowed_origins: string[];
             /** @description Whether the retriever is published and listed now (the key works only then). */
             available: boolean;
+            /**
+             * @description Why the subscription ended: `unsubscribed` (your organization cancelled it) or `retriever_deleted` (the publisher deleted the retriever; its key was revoked then). Null while active.
+             * @enum {string|null}
+             */
+            cancel_reason: "unsubscribed" | "retriever_deleted" | null;
             /** Format: date-time */
             cancelled_at: string | null;
+            /** @description Who in your organization cancelled it; null while active, and when the publisher deleted the retriever. */
             cancelled_by: string | null;
             /** Format: date-time */
             created_at: string;
@@ -2821,7 +2827,7 @@ export interface components {
             key_id: string;
             /** @description First 10 characters of the key followed by `...`. */
             key_prefix: string;
-            /** @description The key's own status (revoked when the subscription is cancelled or the user who made it is removed). */
+            /** @description The key's own status (revoked when the subscription ends or the user who made it is removed). */
             key_status: components["schemas"]["KeyStatus"];
             /** @enum {string} */
             key_type: "marketplace";

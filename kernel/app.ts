@@ -46,6 +46,7 @@ import * as T from './tokens.js';
 import { ResourceIdentifiers as ResourceIdentifiersService } from './auth/resource-identifiers.js';
 import { ReferenceRegistry as ReferenceRegistryService } from './references.js';
 import { NamespacePurges as NamespacePurgesService } from './namespace-purge.js';
+import { RetrieverRemovals as RetrieverRemovalsService } from './retrieval/removals.js';
 import { DatabaseTaskQueue, taskMigrations } from './tasks/task-queue.js';
 import { NatsTaskQueue } from './tasks/nats-task-queue.js';
 import { TaskBacklog, TaskConsumerPresence, taskConsumerMigrations } from './tasks/consumers.js';
@@ -291,6 +292,7 @@ async function assembleCore(
   container.bind(T.ResourceIdentifiers).toConstantValue(new ResourceIdentifiersService());
   container.bind(T.ReferenceRegistry).toConstantValue(new ReferenceRegistryService());
   container.bind(T.NamespacePurges).toConstantValue(new NamespacePurgesService());
+  container.bind(T.RetrieverRemovals).toConstantValue(new RetrieverRemovalsService());
   // Tasks travel through a JetStream work queue when NATS is configured; the table stays their record either way.
   const tasks = config.natsUrl
     ? await NatsTaskQueue.create({

@@ -35,6 +35,7 @@ import type { TextIndex as TextIndexShape } from './text/text-index.js';
 import type { CrossProcessNotices as CrossProcessNoticesShape } from './db/pg-notices.js';
 import type { PublishedRetrieverDirectory as PublishedRetrieverDirectoryShape } from './retrieval/published.js';
 import type { RetrieverExecutor as RetrieverExecutorShape } from './retrieval/executor.js';
+import type { RetrieverRemovals as RetrieverRemovalsShape } from './retrieval/removals.js';
 
 declare const tokenType: unique symbol;
 export type Token<T> = symbol & { readonly [tokenType]?: T };
@@ -118,3 +119,5 @@ export const RetrievalCacheInvalidation = createToken<RetrievalCacheInvalidation
 export const PublishedRetrievers = createToken<PublishedRetrieverDirectoryShape>('PublishedRetrievers');
 /** Runs saved retrievers and records interactions for callers without an API key (bound by the retrievers plugin). */
 export const RetrieverExecutor = createToken<RetrieverExecutorShape>('RetrieverExecutor');
+/** Hooks other plugins register to end what they hold for a deleted retriever (kernel/retrieval/removals.ts). */
+export const RetrieverRemovals = createToken<RetrieverRemovalsShape>('RetrieverRemovals');

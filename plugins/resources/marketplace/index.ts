@@ -5,7 +5,7 @@
  */
 import { callerOf } from '../../../kernel/http/handlers.js';
 import { defineResource } from '../../../kernel/plugins.js';
-import { Announcer, AuditLog, Clock, DatabaseHandle, KeyStore, PublishedRetrievers, createToken } from '../../../kernel/tokens.js';
+import { Announcer, AuditLog, Clock, DatabaseHandle, KeyStore, PublishedRetrievers, RetrieverRemovals, createToken } from '../../../kernel/tokens.js';
 import { marketplaceMigrations } from './migrations.js';
 import { MarketplaceService, toListing } from './service.js';
 import { SubscriptionStore } from './store.js';
@@ -28,6 +28,10 @@ export default defineResource({
         clock: services.get(Clock),
       }),
     );
+  },
+  setup: ({ services }) => {
+    const marketplace = services.get(Marketplace);
+    services.get(RetrieverRemovals).register('marketplace_subscriptions', (removed) => marketplace.endSubscriptionsTo(removed));
   },
   handlers: {
     listMarketplaceCatalog: async ({ query, services }) => {

@@ -28,4 +28,16 @@ export const marketplaceMigrations: Migration[] = [
       );
     },
   },
+  {
+    // Why a subscription ended: its organization cancelled it, or the publisher deleted the retriever.
+    name: '0002_marketplace_subscriptions_cancel_reason',
+    async up(db) {
+      await db.schema.alterTable('marketplace_subscriptions', (t) => {
+        t.text('cancel_reason');
+      });
+      await db('marketplace_subscriptions').where({ status: 'cancelled' }).update({ cancel_reason: 'unsubscribed' });
+      // Ending the subscriptions to a deleted retriever finds them by the retriever, across subscribers.
+      await db.raw("create index marketplace_subscriptions_active_by_retriever on marketplace_subscriptions (retriever_id) where status = 'active'");
+    },
+  },
 ];

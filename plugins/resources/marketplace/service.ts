@@ -3,7 +3,8 @@
  * gives the subscriber's organization a `sk_marketplace_` key bound to the listed retriever (kernel/auth/keys.ts):
  * the public execute endpoints honour it while the retriever is published and listed; every authenticated route
  * refuses it, so it reaches nothing of the subscriber's organization nor anything else of the publisher's.
- * Unsubscribing revokes the key in the same transaction. Publications are read through the kernel's
+ * Unsubscribing revokes the key in the same transaction; so does the publisher deleting the retriever, for every
+ * subscriber. Publications are read through the kernel's
  * PublishedRetrievers directory, never the publishing plugin's tables.
  */
 import type { Knex } from 'knex';
@@ -18,6 +19,7 @@ import type { Announcer } from '../../../kernel/events/announcer.js';
 import { UnsupportedPatternError, compileUserRegex } from '../../../kernel/filters/regex.js';
 import { iso, isoOrNull, isUniqueViolation } from '../../../kernel/http/values.js';
 import { newId } from '../../../kernel/ids.js';
+import type { RemovedRetriever } from '../../../kernel/retrieval/removals.js';
 import type { PublishedRetrieverDirectory, PublishedRetrieverRecord } from '../../../kernel/retrieval/published.js';
 import type { SubscriptionRow, SubscriptionStore } from './store.js';
 
@@ -130,6 +132,7 @@ export class MarketplaceService {
           created_at: now,
           cancelled_at: null,
           cancelled_by: null,
+          cancel_reason: null,
         };
         await this.s.subscriptions.insert(trx, subscription);
         await this.s.audit.record(trx, {
@@ -164,7 +167,9 @@ export class MarketplaceService {
     }
     const now = this.s.clock.now();
     const key = await this.s.db.transaction(async (trx) => {
-      await this.s.subscriptions.cancel(trx, row.subscription_id, now, auth.userEmail);
+      if (!(await this.s.subscriptions.cancel(trx, row.subscription_id, now, auth.userEmail, 'unsubscribed'))) {
+        throw new NotFoundError(`No active marketplace subscription '${subscriptionId}' in this organization`, { subscription_id: subscriptionId });
+      }
       const revoked = await this.s.keys.revoke(trx, auth.organizationId, row.key_id, auth.userEmail);
       await this.s.audit.record(trx, {
         organizationId: auth.organizationId,
@@ -178,7 +183,46 @@ export class MarketplaceService {
       return revoked;
     });
     await this.announce('api_key.revoked', key);
-    return this.describe({ ...row, status: 'cancelled', cancelled_at: now, cancelled_by: auth.userEmail });
+    return this.describe({ ...row, status: 'cancelled', cancelled_at: now, cancelled_by: auth.userEmail, cancel_reason: 'unsubscribed' });
+  }
+
+  /**
+   * The publisher deleted these retrievers: every organization's subscription to them ends and its key is
+   * revoked (it could reach nothing any more, and must not come back with a retriever of the same id), each
+   * audited in the subscriber's organization. Idempotent: only subscriptions still active are ended.
+   */
+  async endSubscriptionsTo(removed: readonly RemovedRetriever[]): Promise<number> {
+    let ended = 0;
+    const byPublisher = new Map<string, string[]>();
+    for (const r of removed) byPublisher.set(r.organizationId, [...(byPublisher.get(r.organizationId) ?? []), r.retrieverId]);
+    for (const [publisherOrganizationId, retrieverIds] of byPublisher) {
+      const rows = await this.s.subscriptions.activeTo(publisherOrganizationId, retrieverIds);
+      for (const row of rows) {
+        const now = this.s.clock.now();
+        // Read before the transaction: the embedded database has one connection, which the transaction holds.
+        const before = await this.s.keys.findById(row.organization_id, row.key_id);
+        const key = await this.s.db.transaction(async (trx) => {
+          if (!(await this.s.subscriptions.cancel(trx, row.subscription_id, now, null, 'retriever_deleted'))) return undefined;
+          if (!before || before.status === 'revoked') return undefined;
+          const revoked = await this.s.keys.revoke(trx, row.organization_id, row.key_id, 'system');
+          await this.s.audit.record(trx, {
+            organizationId: row.organization_id,
+            action: 'api_key_revoked',
+            // The publisher's people are not named to the subscriber.
+            actor: { keyId: null, userEmail: null },
+            resourceType: 'api_key',
+            resourceId: row.key_id,
+            resourceName: revoked.name,
+            changes: { status: { from: keyStatus(before, now), to: 'revoked' }, reason: 'marketplace_retriever_deleted', subscription_id: row.subscription_id },
+          });
+          return revoked;
+        });
+        if (!key) continue;
+        ended += 1;
+        await this.announce('api_key.revoked', key);
+      }
+    }
+    return ended;
   }
 
   private async describe(row: SubscriptionRow): Promise<MarketplaceSubscription> {
@@ -206,6 +250,7 @@ export class MarketplaceService {
       created_by: row.created_by,
       cancelled_at: isoOrNull(row.cancelled_at),
       cancelled_by: row.cancelled_by,
+      cancel_reason: row.cancel_reason,
     };
   }
 

@@ -1,4 +1,4 @@
-/** Subscription rows, always within the subscriber's organization. */
+/** Subscription rows, within the subscriber's organization (but for ending those to a deleted retriever). */
 import type { Knex } from 'knex';
 
 export interface SubscriptionRow {
@@ -15,7 +15,11 @@ export interface SubscriptionRow {
   created_at: Date;
   cancelled_at: Date | null;
   cancelled_by: string | null;
+  cancel_reason: CancelReason | null;
 }
+
+/** `unsubscribed`: the subscriber's organization cancelled it; `retriever_deleted`: the publisher deleted the retriever. */
+export type CancelReason = 'unsubscribed' | 'retriever_deleted';
 
 export class SubscriptionStore {
   constructor(private readonly db: Knex) {}
@@ -40,7 +44,19 @@ export class SubscriptionStore {
     return q;
   }
 
-  async cancel(db: Knex, subscriptionId: string, at: Date, by: string): Promise<void> {
-    await db('marketplace_subscriptions').where({ subscription_id: subscriptionId }).update({ status: 'cancelled', cancelled_at: at, cancelled_by: by });
+  /** Active subscriptions, in any organization, to these retrievers of the publisher's organization. */
+  activeTo(publisherOrganizationId: string, retrieverIds: readonly string[]): Promise<SubscriptionRow[]> {
+    return this.db<SubscriptionRow>('marketplace_subscriptions')
+      .where({ publisher_organization_id: publisherOrganizationId, status: 'active' })
+      .whereIn('retriever_id', [...retrieverIds]);
+  }
+
+  /** Ends the subscription; false when it was no longer active (ended meanwhile by another caller). */
+  async cancel(db: Knex, subscriptionId: string, at: Date, by: string | null, reason: CancelReason): Promise<boolean> {
+    const changed = (await db('marketplace_subscriptions')
+      .where({ subscription_id: subscriptionId, status: 'active' })
+      .update({ status: 'cancelled', cancelled_at: at, cancelled_by: by, cancel_reason: reason })
+      .returning('subscription_id')) as unknown[];
+    return changed.length > 0;
   }
 }

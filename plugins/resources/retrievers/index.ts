@@ -29,6 +29,7 @@ import {
   NamespaceResolver,
   RetrievalCacheInvalidation,
   RetrieverExecutor,
+  RetrieverRemovals,
   RootLogger,
   TaskQueue,
   TenantStore,
@@ -241,7 +242,8 @@ export default defineResource({
       const ids = await store.idsInNamespace(organizationId, namespaceId);
       for (const id of ids) await store.delete(id);
       const keys = await services.get(RetrieverKeys).revokeAllOf(organizationId, ids, { keyId: null, userEmail: deletedBy }, 'namespace deleted');
-      return { retrievers: ids.length, keys_revoked: keys };
+      const ended = await services.get(RetrieverRemovals).removed(ids.map((retrieverId) => ({ organizationId, retrieverId, deletedBy })));
+      return { retrievers: ids.length, keys_revoked: keys, ...Object.fromEntries(Object.entries(ended).map(([hook, n]) => [`${hook}_ended`, n])) };
     });
   },
   handlers: {
@@ -316,10 +318,12 @@ export default defineResource({
     deleteRetriever: async ({ params, ctx, services }) => {
       const caller = callerOf(ctx);
       const row = await services.get(Retrievers).delete(caller.organizationId, namespaceOf(ctx), params.retriever_id);
-      // Its publication, executions and interactions went with it (foreign keys); its keys are revoked.
+      // Its publication, executions and interactions went with it (foreign keys); its keys are revoked, and
+      // other plugins end what they hold for it (e.g. other organizations' marketplace subscriptions).
       await services
         .get(RetrieverKeys)
         .revokeAllOf(caller.organizationId, [row.retriever_id], { keyId: caller.keyId, userEmail: caller.userEmail, requestId: ctx.requestId }, 'retriever deleted');
+      await services.get(RetrieverRemovals).removed([{ organizationId: caller.organizationId, retrieverId: row.retriever_id, deletedBy: caller.userEmail, requestId: ctx.requestId }]);
       return { status: 200, body: { retriever_id: row.retriever_id, retriever_name: row.retriever_name, deleted: true } };
     },
     executeRetriever: async ({ params, query, body, ctx, services, req, res }) => {

@@ -181,7 +181,7 @@ describe('marketplace: catalog, subscriptions and sk_marketplace_ isolation', ()
     expect((await executeAlone(key)).status).toBe(200);
     const cancelled = await sub('DELETE', `/v1/marketplace/subscriptions/${lamp.subscription_id}`);
     expect(cancelled.status, cancelled.text).toBe(200);
-    expect(cancelled.body).toMatchObject({ status: 'cancelled', key_status: 'revoked', available: false, cancelled_by: subscriberEmail });
+    expect(cancelled.body).toMatchObject({ status: 'cancelled', key_status: 'revoked', available: false, cancelled_by: subscriberEmail, cancel_reason: 'unsubscribed' });
     ownerResponses.push(cancelled);
     expect((await executeAlone(key)).status).toBe(401);
     expect((await execute('lamp-market', key)).status).toBe(401);
@@ -205,6 +205,35 @@ describe('marketplace: catalog, subscriptions and sk_marketplace_ isolation', ()
     for (const res of ownerResponses.filter((r) => r !== again && r.status === 200)) {
       for (const k of keys) expect(res.text).not.toContain(k);
     }
+  });
+
+  it("deleting the retriever ends every organization's subscription to it and revokes their keys", async () => {
+    const key = await freshKey('chair-market');
+    expect((await executeAlone(key)).status).toBe(200);
+    const before = (await sub('GET', '/v1/marketplace/subscriptions')).body.results.find((s: { public_name: string }) => s.public_name === 'chair-market');
+    expect(before).toMatchObject({ status: 'active', cancel_reason: null, cancelled_by: null });
+
+    const deleted = await f.api('DELETE', '/v1/retrievers/chairs');
+    expect(deleted.status, deleted.text).toBe(200);
+
+    // Revoked, not merely pointing at nothing: a key of a deleted retriever is refused as a key.
+    expect((await executeAlone(key)).status).toBe(401);
+    const active = await sub('GET', '/v1/marketplace/subscriptions');
+    expect(active.body.results.map((s: { subscription_id: string }) => s.subscription_id)).not.toContain(before.subscription_id);
+    const all = await sub('GET', '/v1/marketplace/subscriptions?include_cancelled=true');
+    const ended = all.body.results.find((s: { subscription_id: string }) => s.subscription_id === before.subscription_id);
+    expect(ended).toMatchObject({
+      status: 'cancelled', cancel_reason: 'retriever_deleted', cancelled_by: null, cancelled_at: expect.any(String), key_status: 'revoked', available: false,
+    });
+    // The subscriber's audit log says why; the publisher's people are not named there.
+    const audit = await sub('GET', `/v1/organizations/audit-log?action=api_key_revoked&resource_id=${before.key_id}`);
+    expect(audit.status, audit.text).toBe(200);
+    const entry = audit.body.results.find((e: { resource_id: string }) => e.resource_id === before.key_id);
+    expect(entry).toMatchObject({ changes: { reason: 'marketplace_retriever_deleted', subscription_id: before.subscription_id } });
+    expect(JSON.stringify(entry)).not.toContain(t().adminEmail);
+    // The catalog no longer offers it; the other subscriptions are untouched.
+    expect((await subscribe('chair-market')).status).toBe(404);
+    expect((await sub('GET', '/v1/marketplace/subscriptions')).body.results.map((s: { public_name: string }) => s.public_name)).toContain('lamp-market');
   });
 
   it('never shows a secret in a public response', () => {

@@ -5,7 +5,7 @@
  * the purge has run, nothing of the namespace is reachable by id either.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BlobStore, DatabaseHandle, TaskQueue, VectorIndex } from '../../../../kernel/tokens.js';
+import { BlobStore, DatabaseHandle, TaskQueue, TenantStore, VectorIndex } from '../../../../kernel/tokens.js';
 import { featureIndexName } from '../../../../kernel/vectors/naming.js';
 import { startTestKernel, type TestKernel } from '../../../support/kernel.js';
 
@@ -153,5 +153,26 @@ describe('deleting a namespace deletes what it holds', () => {
     expect(stored).toMatchObject({ status: 'revoked', revoked_by: t.adminEmail });
     const audit = await api('GET', `/v1/organizations/audit-log?resource_id=${key.body.key_id}`, undefined);
     expect(audit.body.results[0]).toMatchObject({ action: 'api_key_revoked', changes: { reason: 'retriever deleted' } });
+  });
+
+  it("ends other organizations' marketplace subscriptions to its retrievers and revokes their keys", async () => {
+    const made = await populate('market', 'market-lamps');
+    expect((await api('PATCH', '/v1/retrievers/r/publish', 'market', { marketplace_listed: true })).status).toBe(200);
+    const buyer = await t.kernel.services.get(TenantStore).createOrganization({ name: 'buyer-org', ownerEmail: 'buyer@purge.test' });
+    const subscribed = await t.request('POST', '/v1/marketplace/catalog/market-lamps/subscribe', { key: buyer.adminKeyPlaintext });
+    expect(subscribed.status, subscribed.text).toBe(201);
+    const execute = () => t.request('POST', '/v1/public/retrievers/execute', { headers: { 'X-Public-API-Key': subscribed.body.key }, body: { inputs: { vector: unitVector(2) } } });
+    expect((await execute()).status).toBe(200);
+
+    expect((await api('DELETE', '/v1/namespaces/market', undefined)).status).toBe(200);
+    await purged(made.namespaceId);
+
+    expect((await execute()).status).toBe(401);
+    const all = await t.request('GET', '/v1/marketplace/subscriptions?include_cancelled=true', { key: buyer.adminKeyPlaintext });
+    expect(all.body.results).toEqual([
+      expect.objectContaining({ subscription_id: subscribed.body.subscription_id, status: 'cancelled', cancel_reason: 'retriever_deleted', key_status: 'revoked' }),
+    ]);
+    const task = await t.kernel.services.get(DatabaseHandle).db('tasks').where({ type: 'namespaces.purge' }).whereRaw("payload->>'namespace_id' = ?", [made.namespaceId]).first();
+    expect(JSON.stringify(task.result)).toContain('"marketplace_subscriptions_ended":1');
   });
 });
