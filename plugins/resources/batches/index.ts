@@ -98,6 +98,7 @@ export default defineResource({
         services.get(BlobStore),
         services.get(Clock),
         services.get(RootLogger).child({ plugin: 'batches', component: 'batches' }),
+        services.get(Announcer),
       ),
     );
     const config = services.get(Config);

@@ -14,9 +14,11 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { Clock } from '../../../kernel/clock.js';
 import type { Announcer } from '../../../kernel/events/announcer.js';
+import type { EventInput } from '../../../kernel/events/event-bus.js';
 import { emptyOutcome, type CollectionProcessor, type ProcessingOutcome } from '../../../kernel/processing.js';
 import type { TaskContext, TaskQueue } from '../../../kernel/tasks/task-queue.js';
 import { aggregateTier, ChunkTallies, emptyTier, errorSummary, mergeErrors } from './aggregate.js';
+import { batchEnded } from './events.js';
 import { settledRecords, tierLedger } from './ledger.js';
 import { CHUNK_TASK, TIER_TASK, tierDedupeKey, type TierTaskPayload } from './service.js';
 import type { BatchRow, BatchStore, ChunkKey, ChunkRow, LockedBatch } from './store.js';
@@ -25,11 +27,7 @@ export interface ChunkTaskPayload extends ChunkKey {
   organization_id: string;
 }
 
-interface PendingEvent {
-  type: string;
-  organization_id: string;
-  data: Record<string, unknown>;
-}
+type PendingEvent = EventInput;
 
 export interface BatchRunnerOptions {
   /** Source records per chunk task. */
@@ -271,7 +269,7 @@ export class BatchRunner {
         error: `tier ${tier} failed: ${where}${first?.message ?? 'every record failed'}`,
         completed_at: now,
       });
-      events.push(this.event('batch.failed', batch, { error: changes.error, failed_tier: tier }));
+      events.push(batchEnded('batch.failed', batch, { status: 'FAILED', tierTasks, errorSummary: changes.error_summary! }, { error: changes.error, failed_tier: tier }));
       this.log.warn({ batch_id: batch.batch_id, tier, error: changes.error, documents_written: documentsWritten }, 'batch failed');
     } else if (tier + 1 < batch.total_tiers) {
       const next = tier + 1;
@@ -288,13 +286,7 @@ export class BatchRunner {
       // Every tier's outcome over every run: one tier still with failures makes the batch COMPLETED_WITH_ERRORS.
       const withErrors = tierTasks.some((t) => t.status !== 'COMPLETED');
       Object.assign(changes, { status: withErrors ? 'COMPLETED_WITH_ERRORS' : 'COMPLETED', completed_at: now });
-      events.push(
-        this.event('batch.completed', batch, {
-          status: changes.status,
-          documents_written: documentsWritten,
-          error_summary: changes.error_summary,
-        }),
-      );
+      events.push(batchEnded('batch.completed', batch, { status: changes.status!, tierTasks, errorSummary: changes.error_summary! }));
       const skipped = tierTasks.reduce((n, t) => n + (t.documents_skipped ?? 0), 0);
       this.log[withErrors ? 'warn' : 'info'](
         { batch_id: batch.batch_id, status: changes.status, generation: batch.generation, documents_written: documentsWritten, documents_skipped: skipped, error_summary: changes.error_summary },
@@ -304,9 +296,6 @@ export class BatchRunner {
     await this.store.update(batch.batch_id, changes, trx);
   }
 
-  private event(type: string, batch: LockedBatch, data: Record<string, unknown>): PendingEvent {
-    return { type, organization_id: batch.organization_id, data: { batch_id: batch.batch_id, bucket_id: batch.bucket_id, namespace_id: batch.namespace_id, ...data } };
-  }
 }
 
 function dependencyError(err: unknown, collectionId: string, recordIds: string[], attempts: number): ProcessingOutcome['errors'][number] {

@@ -8,11 +8,13 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { BlobStore } from '../../../kernel/blobs/blob-store.js';
 import type { Clock } from '../../../kernel/clock.js';
+import type { Announcer } from '../../../kernel/events/announcer.js';
 import { ConflictError, InputError, NotFoundError } from '../../../kernel/errors.js';
 import { newId } from '../../../kernel/ids.js';
 import type { CollectionProcessor, ObjectCatalog } from '../../../kernel/processing.js';
 import type { TaskQueue } from '../../../kernel/tasks/task-queue.js';
 import { emptyTier } from './aggregate.js';
+import { batchEnded } from './events.js';
 import type { BatchRow, BatchStatus, BatchStore } from './store.js';
 
 export const TIER_TASK = 'batches.tier';
@@ -45,6 +47,7 @@ export class BatchService {
     private readonly blobs: BlobStore,
     private readonly clock: Clock,
     private readonly log: Logger,
+    private readonly announcer: Announcer,
   ) {}
 
   async get(organizationId: string, bucketId: string, batchId: string): Promise<BatchRow> {
@@ -169,7 +172,7 @@ export class BatchService {
 
   async cancel(organizationId: string, bucketId: string, batchId: string): Promise<BatchRow> {
     await this.get(organizationId, bucketId, batchId);
-    return this.db.transaction(async (trx) => {
+    const canceled = await this.db.transaction(async (trx) => {
       const batch = (await this.store.lock(trx, batchId))!;
       if (!RUNNING.includes(batch.status)) throw new ConflictError(`Only a PENDING or IN_PROGRESS batch can be canceled; this one is ${batch.status}`, { status: batch.status });
       const now = this.clock.now();
@@ -186,6 +189,10 @@ export class BatchService {
       this.log.info({ batch_id: batchId, was: batch.status, current_tier: batch.current_tier }, 'batch canceled');
       return { ...batch, ...changes };
     });
+    await this.announcer.announce(
+      batchEnded('batch.canceled', canceled, { status: canceled.status, tierTasks: canceled.tier_tasks, errorSummary: canceled.error_summary }, { canceled_tier: canceled.current_tier }),
+    );
+    return canceled;
   }
 
   /**

@@ -155,8 +155,9 @@ describe('batches', () => {
     const tree = await api('GET', `/v1/objects/${objectIds[0]}/decomposition-tree`);
     expect(tree.status).toBe(200);
 
-    expect(events.find((e) => e.type === 'batch.completed' && e.data.batch_id === draft.body.batch_id)).toMatchObject({
-      data: { status: 'COMPLETED', documents_written: 12 },
+    expect(events.find((e) => e.type === 'batch.completed' && e.data.batch_id === draft.body.batch_id)).toEqual({
+      type: 'batch.completed',
+      data: { batch_id: draft.body.batch_id, bucket_id: done.bucket_id, namespace_id: expect.stringMatching(/^ns_/), status: 'COMPLETED', documents_written: 12, error_summary: done.error_summary },
     });
   });
 
@@ -220,6 +221,12 @@ describe('batches', () => {
     expect(canceled.status).toBe(200);
     expect(canceled.body.status).toBe('CANCELED');
     expect(canceled.body.tier_tasks[0].status).toBe('CANCELED');
+    await expect.poll(() => events.filter((e) => e.data.batch_id === id)).toEqual([
+      {
+        type: 'batch.canceled',
+        data: { batch_id: id, bucket_id: canceled.body.bucket_id, namespace_id: expect.stringMatching(/^ns_/), status: 'CANCELED', documents_written: 0, error_summary: canceled.body.error_summary, canceled_tier: canceled.body.current_tier },
+      },
+    ]);
     await queue.drain();
     const still = await api('GET', `/v1/buckets/docs/batches/${id}`);
     expect(still.body.status).toBe('CANCELED');

@@ -141,8 +141,21 @@ describe('batch retries, progress and waiting for a worker', () => {
   it('fails a tier where every record failed, naming the collection', async () => {
     const ids = await h.objects('doomed', 2, () => ({ fail: true }));
     const flaky = await h.collection('doomed-flaky', 'doomed', 'flaky_extractor');
+    const ended: TesseraEvent[] = [];
+    const unsubscribe = t.kernel.services.get(EventBus).subscribe('batch.*', async (event) => void ended.push(event));
     const done = await h.finish('doomed', await h.submit('doomed', ids));
+    unsubscribe();
     expect(done.status).toBe('FAILED');
+    // The same fields as batch.completed and batch.canceled, and why it failed.
+    expect(ended.filter((e) => e.data.batch_id === done.batch_id)).toEqual([
+      expect.objectContaining({
+        type: 'batch.failed',
+        data: {
+          batch_id: done.batch_id, bucket_id: done.bucket_id, namespace_id: expect.stringMatching(/^ns_/), status: 'FAILED', documents_written: 0,
+          error_summary: done.error_summary, error: done.error, failed_tier: 0,
+        },
+      }),
+    ]);
     expect(done.error).toContain(`tier 0 failed: collection 'doomed-flaky' (${flaky}), flaky_extractor:`);
     expect(done.progress).toMatchObject({ records_total: 2, records_done: 2, records_failed: 2, documents_written: 0 });
     expect(t.logs.some((line) => line.includes(done.batch_id) && line.includes('batch failed'))).toBe(true);
