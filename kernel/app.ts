@@ -125,7 +125,9 @@ export async function startKernel(options: KernelOptions): Promise<Kernel> {
 
 /** Opens the database (migrated) and the event bus, with every plugin's services bound; no HTTP. */
 export async function openKernelCore(options: KernelOptions): Promise<KernelCore> {
-  const core = await openCore(options);
+  // A command that runs for seconds holds no caches worth keeping current: it sends its own changes' notices
+  // to the running processes, but opens no connection to listen for theirs.
+  const core = await openCore(options, { listenForCacheNotices: false });
   return { container: core.container, services: core.services, stop: () => core.lifecycle.stop() };
 }
 
@@ -139,13 +141,18 @@ interface Core {
   apiDocument: Record<string, unknown>;
 }
 
-async function openCore(options: KernelOptions): Promise<Core> {
+interface CoreMode {
+  /** Listen for other processes' cache notices (PostgreSQL): every long-running process does. */
+  listenForCacheNotices: boolean;
+}
+
+async function openCore(options: KernelOptions, mode: CoreMode = { listenForCacheNotices: true }): Promise<Core> {
   const log = options.overrides?.logger ?? createLogger(options.config.logLevel, undefined, resolveLogFormat(options.config.logFormat));
   const clock = options.overrides?.clock ?? systemClock;
   const lifecycle = new LifecycleService(log);
   const container = new Container();
   try {
-    return await assembleCore(container, lifecycle, log, clock, options);
+    return await assembleCore(container, lifecycle, log, clock, options, mode);
   } catch (err) {
     await lifecycle.stop();
     throw err;
@@ -158,6 +165,7 @@ async function assembleCore(
   log: Logger,
   clock: ClockShape,
   options: KernelOptions,
+  mode: CoreMode,
 ): Promise<Core> {
   const { config } = options;
   container.bind(T.Config).toConstantValue(config);
@@ -192,8 +200,9 @@ async function assembleCore(
   const db = database.db;
   if (database.kind === 'postgres' && config.databaseUrl && config.definitionCache) {
     const notices = new PostgresNotices(config.databaseUrl, (channel, payload) => db.raw('select pg_notify(?, ?)', [channel, payload]), log.child({ component: 'cache-notices' }));
-    // While not listening (refused, or lost later), the definition caches are off: every read goes to the database.
-    await notices.start();
+    // While not listening (refused, lost later, or never started), the definition caches are off: every read
+    // goes to the database.
+    if (mode.listenForCacheNotices) await notices.start();
     // Registered after the database's hook, so it closes first.
     lifecycle.onShutdown('cache notices', () => notices.close());
     container.bind(T.CrossProcessNotices).toConstantValue(notices);

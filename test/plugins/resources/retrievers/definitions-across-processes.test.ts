@@ -5,7 +5,10 @@
  * TESSERA_DEFINITION_CACHE off, every execute reads them from the database.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DatabaseHandle } from '../../../../kernel/tokens.js';
+import { openKernelCore } from '../../../../kernel/app.js';
+import { CrossProcessNotices, DatabaseHandle } from '../../../../kernel/tokens.js';
+import builtins from '../../../../plugins/index.js';
+import { silentLogger } from '../../../support/logs.js';
 import { startTestKernel, type TestKernel } from '../../../support/kernel.js';
 
 const NS = 'definitions_shared';
@@ -98,5 +101,25 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)('retriever definitions across tw
     });
     expect(created.status, created.text).toBe(201);
     expect(await execute(b, 'later')).toEqual([]);
+  });
+
+  it("an operator command's kernel sends its changes' notices but opens no listening connection", async () => {
+    const core = await openKernelCore({
+      config: { ...a.config, port: 0 },
+      plugins: builtins.map((plugin) => ({ plugin, origin: 'test' })),
+      overrides: { logger: silentLogger() },
+    });
+    try {
+      const notices = core.services.get(CrossProcessNotices);
+      expect(notices.listening).toBe(false);
+      expect(a.kernel.services.get(CrossProcessNotices).listening).toBe(true);
+      // What it changes still reaches the running processes: b forgets the retriever it holds.
+      await execute(b, 'later');
+      await core.services.get(DatabaseHandle).db('retrievers').where({ retriever_name: 'later' }).update({ retriever_name: 'later-by-operator' });
+      notices.notify('cache:retrievers', null); // what its retriever store sends after a write
+      await eventually(async () => (await api(b, 'GET', '/v1/retrievers/later-by-operator')).status === 200, 'the change at b');
+    } finally {
+      await core.stop();
+    }
   });
 });
