@@ -201,9 +201,9 @@ export class MarketplaceService {
         const now = this.s.clock.now();
         // Read before the transaction: the embedded database has one connection, which the transaction holds.
         const before = await this.s.keys.findById(row.organization_id, row.key_id);
-        const key = await this.s.db.transaction(async (trx) => {
-          if (!(await this.s.subscriptions.cancel(trx, row.subscription_id, now, null, 'retriever_deleted'))) return undefined;
-          if (!before || before.status === 'revoked') return undefined;
+        const outcome = await this.s.db.transaction(async (trx): Promise<{ ended: boolean; key?: KeyRecord }> => {
+          if (!(await this.s.subscriptions.cancel(trx, row.subscription_id, now, null, 'retriever_deleted'))) return { ended: false };
+          if (!before || before.status === 'revoked') return { ended: true };
           const revoked = await this.s.keys.revoke(trx, row.organization_id, row.key_id, 'system');
           await this.s.audit.record(trx, {
             organizationId: row.organization_id,
@@ -215,11 +215,10 @@ export class MarketplaceService {
             resourceName: revoked.name,
             changes: { status: { from: keyStatus(before, now), to: 'revoked' }, reason: 'marketplace_retriever_deleted', subscription_id: row.subscription_id },
           });
-          return revoked;
+          return { ended: true, key: revoked };
         });
-        if (!key) continue;
-        ended += 1;
-        await this.announce('api_key.revoked', key);
+        if (outcome.ended) ended += 1;
+        if (outcome.key) await this.announce('api_key.revoked', outcome.key);
       }
     }
     return ended;
