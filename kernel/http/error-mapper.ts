@@ -139,6 +139,30 @@ function withHint(message: string, hints: ReadonlyMap<string, string>): string {
   return hint ? `${message}: ${hint}` : message;
 }
 
+/** The problem types that say a value has the shape of another alternative of a `oneOf`/`anyOf`, not a wrong value. */
+const SHAPE_PROBLEMS = new Set(['required', 'additionalProperties']);
+
+/**
+ * A value that matches none of a `oneOf`'s alternatives gets every alternative's problems, most of them about
+ * the alternatives the caller did not mean (`must have required property 'interactions'` for a single
+ * interaction with one bad field). When some problem lies deeper inside the value (a field of a field), the
+ * caller evidently chose a shape: its shape-level problems (missing or extra properties right at the value,
+ * which the other alternatives raise) and the summary line are left out, so the answer names what to fix.
+ * With no deeper problem, everything stays: the caller is told each shape it could send.
+ */
+export function withoutOtherAlternatives(problems: readonly FieldProblem[]): FieldProblem[] {
+  const dropped = new Set<FieldProblem>();
+  for (const summary of problems) {
+    if (summary.type !== 'oneOf' && summary.type !== 'anyOf') continue;
+    const at = summary.loc;
+    const inside = problems.filter((p) => p !== summary && p.loc.length > at.length && at.every((part, i) => p.loc[i] === part));
+    if (!inside.some((p) => p.loc.length > at.length + 1)) continue;
+    dropped.add(summary);
+    for (const p of inside) if (p.loc.length === at.length + 1 && SHAPE_PROBLEMS.has(p.type)) dropped.add(p);
+  }
+  return problems.filter((p) => !dropped.has(p));
+}
+
 export function mapError(err: unknown, hints: ReadonlyMap<string, string> = new Map()): ErrorReply {
   if (err instanceof ApiError) {
     const headers: Record<string, string> = {};
@@ -157,11 +181,13 @@ export function mapError(err: unknown, hints: ReadonlyMap<string, string> = new 
   if (isValidatorError(err)) {
     if (err.status === 400) {
       return validationReply(
-        err.errors.map((e) => ({
-          loc: locationOf(e.path),
-          msg: withHint(e.message ?? 'invalid value', hints),
-          type: problemType(e.errorCode),
-        })),
+        withoutOtherAlternatives(
+          err.errors.map((e) => ({
+            loc: locationOf(e.path),
+            msg: withHint(e.message ?? 'invalid value', hints),
+            type: problemType(e.errorCode),
+          })),
+        ),
       );
     }
     if (err.status === 415) {

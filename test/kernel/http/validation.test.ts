@@ -89,6 +89,28 @@ describe('request validation', () => {
     await t?.stop();
   });
 
+  describe('a body that may take one of several shapes (oneOf)', () => {
+    const interactions = (body: unknown) =>
+      t.request('POST', '/v1/retrievers/ret_unknown/interactions', { key: t.adminKey, headers: { 'X-Namespace': 'existing' }, body });
+
+    it("names the bad value of the shape the caller sent, not the other shape's missing or extra properties", async () => {
+      const single = await interactions({ document_id: 'doc_1', interaction_type: ['CLICKED'] });
+      expect(single.status, single.text).toBe(422);
+      expect((single.body.detail as Problem[]).map((d) => [d.loc, d.type])).toEqual([[['body', 'interaction_type', 0], 'enum']]);
+      const batch = await interactions({ interactions: [{ document_id: 'doc_1' }] });
+      expect(batch.status, batch.text).toBe(422);
+      expect((batch.body.detail as Problem[]).map((d) => [d.loc, d.type])).toEqual([[['body', 'interactions', 0, 'interaction_type'], 'required']]);
+    });
+
+    it('lists what each shape needs when the body matches none at its top level', async () => {
+      const empty = await interactions({});
+      expect(empty.status, empty.text).toBe(422);
+      expect((empty.body.detail as Problem[]).map((d) => d.loc)).toEqual(
+        expect.arrayContaining([['body', 'document_id'], ['body', 'interaction_type'], ['body', 'interactions'], ['body']]),
+      );
+    });
+  });
+
   describe('namespace bodies', () => {
     it('wrong types', async () => {
       await expect422('POST', '/v1/namespaces', { namespace_name: 123 }, ['body', 'namespace_name'], 'type');
