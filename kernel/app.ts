@@ -84,6 +84,12 @@ export interface KernelOptions {
    * them (tests that pass plugin objects), tasks run on the HTTP thread.
    */
   taskThreadPlugins?: readonly string[];
+  /**
+   * Called as soon as a first start created the first organization, before anything else can fail: its
+   * admin-key must reach the operator even when the start then fails (a port in use), since the database
+   * keeps the organization and no later start shows the key again.
+   */
+  onBootstrap?: (created: NewOrganization) => void;
   overrides?: KernelOverrides;
 }
 
@@ -382,6 +388,7 @@ async function serve(core: Core, options: KernelOptions): Promise<Kernel> {
     ownerEmail: config.adminEmail,
     adminKeyPlaintext: config.adminKey,
   });
+  if (bootstrap) options.onBootstrap?.(bootstrap);
   const warnings = bootstrap ? [] : await adminKeyWarnings(keyStore, config);
   for (const warning of warnings) log.warn(warning);
 

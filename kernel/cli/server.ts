@@ -10,6 +10,7 @@ import { pino } from 'pino';
 import { loadConfig, type Config } from '../config.js';
 import { openKernelCore, startKernel, startWorker } from '../app.js';
 import { importPluginModules } from '../plugins.js';
+import type { NewOrganization } from '../auth/tenants.js';
 import { Announcer, TenantStore } from '../tokens.js';
 import { runInferenceCommand } from '../inference/index.js';
 import { createLogger, resolveLogFormat, type Logger } from '../logger.js';
@@ -73,23 +74,26 @@ export async function serveCommand(): Promise<void> {
   const config = loadConfig();
   const log = processLogger(config);
   const signals = stopOnSignals(log, 'draining in-flight requests and shutting down');
-  const kernel = await startKernel({
-    config,
-    plugins: await loadPlugins(config.plugins),
-    inferencePlugins: [BUILTIN_PLUGINS, ...config.plugins],
-    taskThreadPlugins: [BUILTIN_PLUGINS, ...config.plugins],
-    overrides: { logger: log },
-  });
-  signals.ready(() => kernel.stop());
-  if (kernel.bootstrap) {
-    const { organization, owner, adminKeyPlaintext } = kernel.bootstrap;
+  const showBootstrap = ({ organization, owner, adminKeyPlaintext }: NewOrganization) => {
     const shown = config.adminKey ? '(the value of TESSERA_ADMIN_KEY)' : adminKeyPlaintext;
     toOperator(
       config,
       `\nCreated organization '${organization.name}' (${organization.organization_id}) with owner ${owner.email}.\n` +
         `Its protected admin-key is shown this once; store it now:\n\n  ${shown}\n\n`,
     );
-  }
+  };
+  const kernel = await startKernel({
+    config,
+    plugins: await loadPlugins(config.plugins),
+    inferencePlugins: [BUILTIN_PLUGINS, ...config.plugins],
+    taskThreadPlugins: [BUILTIN_PLUGINS, ...config.plugins],
+    // A kept database keeps the organization even if this start then fails: its key is shown at once. An
+    // in-memory one dies with a failed start, so its key is shown once the service is up.
+    ...(config.databaseInMemory ? {} : { onBootstrap: showBootstrap }),
+    overrides: { logger: log },
+  });
+  signals.ready(() => kernel.stop());
+  if (kernel.bootstrap && config.databaseInMemory) showBootstrap(kernel.bootstrap);
   // Logged as warnings too; a JSON log stream is not where a person at the terminal looks.
   if (resolveLogFormat(config.logFormat) === 'json' && process.stderr.isTTY) {
     for (const warning of kernel.warnings) process.stderr.write(`warning: ${warning}\n`);

@@ -189,6 +189,33 @@ describe('a start that cannot succeed says why in one line and exits 1', () => {
     );
   });
 
+  it("a first start on a port in use still shows the admin-key it created, and the next start serves it", async () => {
+    const firstHome = await mkdtemp(path.join(os.tmpdir(), 'tessera-first-'));
+    const holder = net.createServer();
+    await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+    const { port } = holder.address() as net.AddressInfo;
+    let next: RunningProcess | undefined;
+    try {
+      const attempt = tessera(['serve'], serverEnv(firstHome, { TESSERA_INFERENCE_WORKERS: '0', PORT: String(port) }));
+      expect(await attempt.exited).toBe(1);
+      // The organization is kept in the home: its key was shown before the start failed, and the failure is the last line.
+      const adminKey = /svc_sk_\w+/.exec(attempt.stderr())?.[0];
+      expect(adminKey, attempt.stderr()).toBeDefined();
+      expect(jsonLines(attempt.stderr()).at(-1)).toBe(`tessera: port ${port} is in use on 127.0.0.1; stop what uses it, or set PORT to another port (PORT=0 picks a free one).`);
+      expect(attempt.stderr()).not.toMatch(/^\s+at /m);
+
+      next = tessera(['serve'], serverEnv(firstHome, { TESSERA_INFERENCE_WORKERS: '0' }));
+      const url = await listeningUrl(next);
+      expect(next.stderr()).not.toContain('Created organization');
+      expect((await fetch(`${url}/v1/me`, { headers: { Authorization: `Bearer ${adminKey}` } })).status).toBe(200);
+    } finally {
+      holder.close();
+      if (next) killStarted([next.pid]);
+      await next?.exited;
+      await rm(firstHome, { recursive: true, force: true });
+    }
+  });
+
   it('a port in use', async () => {
     const holder = net.createServer();
     await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
