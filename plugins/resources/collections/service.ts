@@ -237,7 +237,10 @@ export class CollectionService {
         if (typeof model === 'string' && !this.plugins.models.has(model)) {
           problems.push({
             loc: [...at, 'parameters', feature.modelParameter],
-            msg: `unknown model; served models: ${[...this.plugins.models.keys()].join(', ') || 'none'}`,
+            msg:
+              `unknown model; served models: ${[...this.plugins.models.keys()].join(', ') || 'none'}` +
+              // The ONNX plugin names each folder of TESSERA_MODEL_DIR onnx-<folder>.
+              (model.startsWith('onnx-') ? `. An '${model}' model is served from a folder '${model.slice(5)}' in TESSERA_MODEL_DIR (model.onnx and its files): add it and restart the service` : ''),
             type: 'unknown_model',
           });
         }

@@ -44,13 +44,21 @@ describe('an ONNX model from TESSERA_MODEL_DIR through a collection', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  it('refuses a collection naming a model nobody serves', async () => {
+  it('refuses a collection naming a model nobody serves, saying where an onnx- model comes from', async () => {
+    expect((await api('POST', '/v1/buckets', { bucket_name: 'ghost' })).status).toBe(201);
     const res = await api('POST', '/v1/collections/create', {
       collection_name: 'nope',
       source: { type: 'bucket', bucket_id: 'ghost' },
       feature_extractors: [{ feature_extractor_name: 'text_extractor', parameters: { model: 'onnx-missing' } }],
     });
-    expect([404, 422]).toContain(res.status);
+    expect(res.status, res.text).toBe(422);
+    expect(res.body.detail).toEqual([
+      {
+        loc: ['body', 'feature_extractors', 0, 'parameters', 'model'],
+        msg: expect.stringMatching(/^unknown model; served models: .*onnx-tiny-text.*\. An 'onnx-missing' model is served from a folder 'missing' in TESSERA_MODEL_DIR/),
+        type: 'unknown_model',
+      },
+    ]);
   });
 
   it('embeds documents with the chosen model and finds them by meaning', async () => {
