@@ -27,8 +27,6 @@ export interface ChunkTaskPayload extends ChunkKey {
   organization_id: string;
 }
 
-type PendingEvent = EventInput;
-
 export interface BatchRunnerOptions {
   /** Source records per chunk task. */
   chunkSize: number;
@@ -87,7 +85,7 @@ export class BatchRunner {
         });
       }
     }
-    const events: PendingEvent[] = [];
+    const events: EventInput[] = [];
     await this.db.transaction(async (trx) => {
       const locked = await this.store.lockProgress(trx, batch.batch_id);
       if (!locked || locked.generation !== payload.generation || !LIVE.includes(locked.status)) return;
@@ -185,7 +183,7 @@ export class BatchRunner {
       }
       this.logErrors(payload, outcome);
     }
-    const events: PendingEvent[] = [];
+    const events: EventInput[] = [];
     await this.db.transaction(async (trx) => {
       const locked = await this.store.lockProgress(trx, payload.batch_id);
       if (!locked) return;
@@ -254,7 +252,7 @@ export class BatchRunner {
   }
 
   /** Ends a tier: the batch fails, goes on to the next tier, or completes. Runs under the batch row's lock. */
-  private async completeTier(trx: Knex.Transaction, batch: LockedBatch, info: BatchRow['tier_tasks'][number], events: PendingEvent[]): Promise<void> {
+  private async completeTier(trx: Knex.Transaction, batch: LockedBatch, info: BatchRow['tier_tasks'][number], events: EventInput[]): Promise<void> {
     const now = this.clock.now();
     const tier = info.tier_num;
     const tierTasks = [...batch.tier_tasks.slice(0, tier), info];
