@@ -1776,7 +1776,7 @@ export interface paths {
         put?: never;
         /**
          * Record what users did with a retriever's results (views, clicks, feedback, purchases, ...).
-         * @description Records one interaction, or up to 100 in `interactions`. Each names the `document_id`, one or more `interaction_type`s (`VIEW`, `CLICK`, `POSITIVE_FEEDBACK`, `NEGATIVE_FEEDBACK`, `PURCHASE`, `ADD_TO_CART`, `WISHLIST`, `LONG_VIEW`, `SHARE`, `BOOKMARK`; the lower-case kinds `click`, `long_view`, `positive_feedback`, `negative_feedback` are accepted and stored upper-case), and optionally the result `position`, the `execution_id` it came from (an execution of this retriever, else a 404), a `query_snapshot` and a `session_id` (`X-Session-ID` is the session of those that give none, as on the public endpoints). Needs the `read` permission.
+         * @description Records one interaction, or up to 100 in `interactions`. Each names the `document_id`, one or more `interaction_type`s (`VIEW`, `CLICK`, `POSITIVE_FEEDBACK`, `NEGATIVE_FEEDBACK`, `PURCHASE`, `ADD_TO_CART`, `WISHLIST`, `LONG_VIEW`, `SHARE`, `BOOKMARK`; the lower-case kinds `click`, `long_view`, `positive_feedback`, `negative_feedback` are accepted and stored upper-case), and optionally the result `position`, the `execution_id` it came from (an execution of this retriever, else a 404; the document must be among that execution's results, else a 400 that stores none of the request's interactions), a `query_snapshot` and a `session_id` (`X-Session-ID` is the session of those that give none, as on the public endpoints). Needs the `read` permission.
          */
         post: operations["recordRetrieverInteractions"];
         delete?: never;
@@ -3561,6 +3561,7 @@ export interface components {
         };
         RetrieverInteraction: {
             document_id: string;
+            /** @description The `execution_id` of the answer that showed the document (an offset page is an execution of its own; cursor pages carry their first page's). The document must be among that execution's results (400 otherwise); leave it out for a document shown some other way. */
             execution_id?: string;
             interaction_type: ("VIEW" | "CLICK" | "POSITIVE_FEEDBACK" | "NEGATIVE_FEEDBACK" | "PURCHASE" | "ADD_TO_CART" | "WISHLIST" | "LONG_VIEW" | "SHARE" | "BOOKMARK" | "click" | "long_view" | "positive_feedback" | "negative_feedback")[];
             position?: number;

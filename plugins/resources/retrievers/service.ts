@@ -320,11 +320,23 @@ export class RetrieverService {
   async recordInteractions(caller: Caller, namespace: ResolvedNamespace, nameOrId: string, interactions: ReadonlyArray<Schemas['RetrieverInteraction']>): Promise<string[]> {
     const row = await this.get(caller.organizationId, namespace, nameOrId);
     if (interactions.some((i) => i.execution_id)) await this.executions.history.flush();
+    const resultsOf = new Map<string, Set<string>>();
     for (const executionId of new Set(interactions.flatMap((i) => (i.execution_id ? [i.execution_id] : [])))) {
-      if (!(await this.store.findExecution(row.retriever_id, executionId, caller.principalId))) {
-        throw new NotFoundError(`Execution '${executionId}' of retriever '${row.retriever_name}' not found`, { execution_id: executionId });
-      }
+      const execution = await this.store.findExecution(row.retriever_id, executionId, caller.principalId);
+      if (!execution) throw new NotFoundError(`Execution '${executionId}' of retriever '${row.retriever_name}' not found`, { execution_id: executionId });
+      resultsOf.set(executionId, new Set(execution.result_document_ids));
     }
+    // An interaction tied to an execution is on one of its results (its whole ranking, every page): anything
+    // else would count, in the retriever's signals, a click on a document that search never showed.
+    interactions.forEach((interaction, index) => {
+      const results = interaction.execution_id ? resultsOf.get(interaction.execution_id) : undefined;
+      if (!results || results.has(interaction.document_id)) return;
+      throw new InputError(
+        `Document '${interaction.document_id}' is not among the results of execution '${interaction.execution_id}'${interactions.length > 1 ? ` (interaction ${index})` : ''}: ` +
+          'pass the document_id of a result that execution returned, or leave execution_id out',
+        { execution_id: interaction.execution_id, document_id: interaction.document_id, index },
+      );
+    });
     const now = this.clock.now();
     const rows = interactions.map((i) => ({
       interaction_id: newId('int'),

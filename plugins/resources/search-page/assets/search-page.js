@@ -312,7 +312,8 @@
     parent.appendChild(row);
   }
 
-  function renderCard(doc, position) {
+  // executionId: the execution that returned the card (each offset page is an execution of its own).
+  function renderCard(doc, position, executionId) {
     var card = cardModel(doc, config, position);
     var li = document.createElement('li');
     li.className = 'result';
@@ -391,7 +392,7 @@
 
     function clicked() {
       if (!card.documentId) return;
-      sendInteractions([interaction(card.documentId, 'CLICK', position)], action === 'open_url');
+      sendInteractions([interaction(card.documentId, 'CLICK', position, executionId)], action === 'open_url');
     }
     control.addEventListener('click', function (event) {
       event.stopPropagation();
@@ -413,9 +414,9 @@
     return li;
   }
 
-  function interaction(documentId, type, position) {
+  function interaction(documentId, type, position, executionId) {
     var item = { document_id: documentId, interaction_type: [type], position: position };
-    if (state.executionId) item.execution_id = state.executionId;
+    if (executionId) item.execution_id = executionId;
     var snapshot = {};
     for (var k in state.inputs || {}) if (typeof state.inputs[k] !== 'string' || state.inputs[k].length <= 500) snapshot[k] = state.inputs[k];
     if (type === 'CLICK') item.query_snapshot = snapshot;
@@ -465,8 +466,8 @@
       var start = state.offset;
       var views = [];
       docs.forEach(function (doc, i) {
-        list.appendChild(renderCard(doc, start + i));
-        if (typeof doc.document_id === 'string') views.push(interaction(doc.document_id, 'VIEW', start + i));
+        list.appendChild(renderCard(doc, start + i, state.executionId));
+        if (typeof doc.document_id === 'string') views.push(interaction(doc.document_id, 'VIEW', start + i, state.executionId));
       });
       sendInteractions(views, false);
       state.offset = start + docs.length;

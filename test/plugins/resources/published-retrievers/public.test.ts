@@ -169,6 +169,10 @@ describe('public retriever endpoints', () => {
     // An execution of another retriever is not found here.
     const other = await pub('POST', '/v1/public/retrievers/locked-lamps/execute', { inputs: { n: 0 } }, { 'X-Retriever-Password': PASSWORD });
     expect((await pub('POST', '/v1/public/retrievers/open-lamps/interactions', { document_id: 'd', interaction_type: ['CLICK'], execution_id: other.body.execution_id })).status).toBe(404);
+    // A visitor's click tied to an execution is on one of its results.
+    const unseen = await pub('POST', '/v1/public/retrievers/open-lamps/interactions', { document_id: 'doc_never_shown', interaction_type: ['CLICK'], execution_id: run.body.execution_id });
+    expect(unseen.status, unseen.text).toBe(400);
+    expect(unseen.body.error.message).toContain("Document 'doc_never_shown' is not among the results of execution");
     const all = JSON.stringify(await f.t.kernel.services.get(DatabaseHandle).db('retriever_interactions'));
     expect(all).not.toContain(PASSWORD);
   });

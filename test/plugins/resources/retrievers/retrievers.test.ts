@@ -265,6 +265,20 @@ describe('retrievers: resource, execution engine and history', () => {
     expect((await api('POST', '/v1/retrievers/lamps/interactions', { interactions: Array.from({ length: 101 }, () => ({ document_id: doc, interaction_type: ['VIEW'] })) })).status).toBe(422);
     expect((await api('POST', '/v1/retrievers/lamps/interactions', { document_id: doc, interaction_type: ['hover'] })).status).toBe(422);
     expect((await api('POST', '/v1/retrievers/lamps/interactions', { document_id: doc, interaction_type: ['VIEW'], execution_id: 'exec_unknown' })).status).toBe(404);
+    // Tied to an execution, an interaction is on one of its results; a batch with one that is not stores nothing.
+    const before = (await db('retriever_interactions').count({ n: '*' }))[0]!.n;
+    const unseen = await api('POST', '/v1/retrievers/lamps/interactions', {
+      interactions: [
+        { document_id: doc, interaction_type: ['VIEW'], execution_id: run.body.execution_id },
+        { document_id: 'doc_never_shown', interaction_type: ['CLICK'], execution_id: run.body.execution_id },
+      ],
+    });
+    expect(unseen.status, unseen.text).toBe(400);
+    expect(unseen.body.error.message).toContain(`Document 'doc_never_shown' is not among the results of execution '${run.body.execution_id}' (interaction 1)`);
+    expect(unseen.body.error.details).toMatchObject({ document_id: 'doc_never_shown', index: 1 });
+    expect((await db('retriever_interactions').count({ n: '*' }))[0]!.n).toBe(before);
+    // Without an execution, any document of the retriever's collections can be named (e.g. a recommendation).
+    expect((await api('POST', '/v1/retrievers/lamps/interactions', { document_id: 'doc_never_shown', interaction_type: ['VIEW'] })).status).toBe(200);
     // X-Session-ID is the session of those that name none, as on the public endpoints.
     const tab = await t.request('POST', '/v1/retrievers/lamps/interactions', {
       key: t.adminKey,

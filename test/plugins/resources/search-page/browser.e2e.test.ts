@@ -88,6 +88,14 @@ describe.skipIf(!HAVE_BROWSER && !REQUIRED)('the search page in a browser', () =
         fields: { name: lamp.name, price: lamp.price, rating: lamp.rating, summary: lamp.summary, image: `data:image/png;base64,${png.toString('base64')}`, sku: `L-${i}`, search_text: lamp.name.toLowerCase() },
       });
     }
+    // More than a page (20) of spare bulbs: "Show more results" runs a second execution.
+    for (let i = 0; i < 22; i++) {
+      await t.kernel.services.get(Documents).upsert({
+        organizationId: me.organization.organization_id, namespaceId: collection.namespace_id, collectionId: collection.collection_id,
+        sourceKey: `bulb-${i}`, rootObjectId: `obj_bulb${i}`, sourceCollectionId: null, sourceDocumentId: null, processingTier: 0,
+        fields: { name: `Spare bulb ${i}`, price: 2 + i, rating: 4, summary: 'A spare bulb', sku: `B-${i}`, search_text: `spare bulb ${i}` },
+      });
+    }
     const retriever = (query: string) => ({
       collection_identifiers: ['lamps'],
       input_schema: { query: { type: 'string', required: true } },
@@ -195,6 +203,32 @@ describe.skipIf(!HAVE_BROWSER && !REQUIRED)('the search page in a browser', () =
 
       // Nothing but this origin and data: URLs was ever requested; no script error, no CSP violation.
       expect(requests.filter((u) => !u.startsWith(t.url) && !u.startsWith('data:'))).toEqual([]);
+      expect(problems).toEqual([]);
+    } finally {
+      await close();
+    }
+  });
+
+  it('records a click on a card of an earlier page with the execution that returned that card', async () => {
+    const { page, problems, close } = await open('lamp-finder');
+    try {
+      const executed = page.waitForResponse((r) => r.url().endsWith('/lamp-finder/execute'));
+      await search(page, 'spare');
+      const firstPage = await (await executed).json();
+      await expect.poll(() => page.locator('#results > li').count()).toBe(20);
+      const secondRun = page.waitForResponse((r) => r.url().endsWith('/lamp-finder/execute'));
+      const secondViews = page.waitForResponse((r) => r.url().endsWith('/interactions/batch') && r.request().postDataJSON()?.interactions?.[0]?.position === 20);
+      await page.locator('#results-more').click();
+      const secondPage = await (await secondRun).json();
+      expect((await secondViews).status()).toBe(200);
+      await expect.poll(() => page.locator('#results > li').count()).toBe(22);
+      expect(secondPage.execution_id).not.toBe(firstPage.execution_id);
+
+      const clickSent = page.waitForResponse((r) => r.url().endsWith('/lamp-finder/interactions'));
+      await page.locator('#results > li').first().locator('.card-action').click();
+      const click = await clickSent;
+      expect(click.status()).toBe(200);
+      expect(click.request().postDataJSON()).toMatchObject({ document_id: firstPage.documents[0].document_id, position: 0, execution_id: firstPage.execution_id });
       expect(problems).toEqual([]);
     } finally {
       await close();
