@@ -2,6 +2,7 @@
  * Input validation against the OpenAPI document: every bad body, query or header is a 422
  * `HTTPValidationError` naming where the problem is, and nothing is written.
  */
+import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DatabaseHandle, resolve } from '../../../kernel/tokens.js';
 import { startTestKernel, type RawResponse, type TestKernel } from '../../support/kernel.js';
@@ -363,6 +364,36 @@ describe('request validation', () => {
         expect(res.body.detail).toEqual([{ loc: ['body'], msg: expect.any(String), type: 'missing' }]);
         expect(await counts()).toEqual(before);
       }
+      // A Content-Type with no bytes is no body either (it reached the handlers as none: a 500 on PATCH).
+      for (const [method, path] of [
+        ['PATCH', '/v1/namespaces/existing'],
+        ['PATCH', `/v1/organizations/users/${member}/api-keys/any-key`],
+        ['POST', '/v1/namespaces'],
+      ] as const) {
+        for (const headers of [{ 'Content-Type': 'application/json' }, { 'Content-Type': 'application/json', 'Content-Length': '0' }] as Array<Record<string, string>>) {
+          const before = await counts();
+          const res = await t.request(method, path, { key: t.adminKey, headers, body: '' });
+          expect(res.status, `${method} ${path} ${JSON.stringify(headers)}`).toBe(422);
+          expect(res.body.detail).toEqual([{ loc: ['body'], msg: expect.any(String), type: 'missing' }]);
+          expect(await counts()).toEqual(before);
+        }
+      }
+      // A chunked body of no chunks reads as {} (as the JSON parser has it): nothing to update, not a crash.
+      const chunked = await new Promise<{ status: number; body: string }>((resolvePromise, reject) => {
+        const url = new URL(`${t.url}/v1/namespaces/existing`);
+        const req = http.request(
+          { method: 'PATCH', host: url.hostname, port: url.port, path: url.pathname, headers: { Authorization: `Bearer ${t.adminKey}`, 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked' } },
+          (res) => {
+            let body = '';
+            res.on('data', (d: Buffer) => (body += d.toString()));
+            res.on('end', () => resolvePromise({ status: res.statusCode ?? 0, body }));
+          },
+        );
+        req.on('error', reject);
+        req.end();
+      });
+      expect(chunked.status, chunked.body).toBe(400);
+      expect(JSON.parse(chunked.body).error.message).toContain('Nothing to update');
       // Without a key it is still a 401 first.
       expect((await t.request('POST', '/v1/namespaces')).status).toBe(401);
       // Operations without a body do not need one.
