@@ -30,6 +30,14 @@ import { complement, DIGIT, foldCase, intersect, MAX_CODE_POINT, normalize, SPAC
 export const MAX_PATTERN_LENGTH = 1000;
 const MAX_POSITIONS = 1000;
 const MAX_REPEAT = 255;
+/**
+ * Optional parts (quantifiers that may repeat a varying number of times, empty alternatives) once counted
+ * repetitions are multiplied out. PostgreSQL's regex compiler is far worse than linear in them: measured on
+ * PGlite, `(.?.?.?){0,250}q` (750) took 10.7 s to compile and `.?` written out 499 times 0.47 s, while
+ * `a{0,255}b{0,255}` (two parts) takes 2 ms. At 100, the costliest shapes take ~20 ms once (compiled
+ * patterns are cached).
+ */
+const MAX_OPTIONAL_PARTS = 100;
 
 /** A pattern the dialect does not accept; the message names the construct. */
 export class UnsupportedPatternError extends Error {}
@@ -67,6 +75,14 @@ export function compileUserRegex(pattern: string, caseSensitive: boolean): UserR
   const positions = weight(tree);
   if (positions > MAX_POSITIONS) {
     throw new UnsupportedPatternError(`is too large: ${positions} positions once counted repetitions are expanded (at most ${MAX_POSITIONS})`);
+  }
+  const optional = optionalParts(tree);
+  if (optional > MAX_OPTIONAL_PARTS) {
+    throw new UnsupportedPatternError(
+      `has too many optional parts: ${optional} once counted repetitions are expanded (at most ${MAX_OPTIONAL_PARTS}; ` +
+        'a quantifier or an empty alternative inside a repeated group counts once per repetition): ' +
+        'quantify single characters or sets (a{0,255} is one part) rather than groups that hold quantifiers',
+    );
   }
   const re2 = new RE2(emit(tree, re2Syntax), 'u');
   return { pattern, caseSensitive, postgres: emit(tree, postgresSyntax), test: (text) => re2.test(text) };
@@ -380,6 +396,32 @@ function weight(node: Node): number {
       return weight(node.item) * Math.max(1, node.max ?? node.min + 1);
   }
 }
+
+/**
+ * Quantifiers with a range and empty alternatives, counted once per copy their enclosing repetitions make.
+ * A range is one part where nothing repeats it (PostgreSQL compiles `a{0,255}` cheaply), and one part per
+ * optional position inside a repeated group (`(.{0,3}){99}` costs as much as 297 `.?`).
+ */
+function optionalParts(node: Node, copied = false): number {
+  switch (node.kind) {
+    case 'set':
+    case 'start':
+    case 'end':
+      return 0;
+    case 'concat':
+      return node.items.reduce((sum, item) => sum + optionalParts(item, copied), 0);
+    case 'alternate':
+      return node.items.reduce((sum, item) => sum + optionalParts(item, copied), node.items.some(isEmpty) ? 1 : 0);
+    case 'repeat': {
+      const copies = Math.max(1, node.max ?? node.min + 1);
+      const range = node.max === null ? 1 : node.max - node.min;
+      const own = range === 0 ? 0 : copied ? range : 1;
+      return optionalParts(node.item, copied || copies > 1) * copies + own;
+    }
+  }
+}
+
+const isEmpty = (node: Node) => node.kind === 'concat' && node.items.length === 0;
 
 // ---------------------------------------------------------------------------------------------------
 // Emitters

@@ -124,6 +124,11 @@ describe('user regex dialect', () => {
     ['a{256}', /255/],
     ['a{,3}', /literal \{/],
     ['((a{200}){200})', /too large|255|invalid/],
+    // Shapes PostgreSQL's regex compiler takes seconds over (measured: 10.7 s, 0.9 s, 0.47 s, 0.18 s).
+    ['(.?.?.?){0,250}q', /too many optional parts: 751/],
+    ['(.{0,3}){250}y', /too many optional parts/],
+    ['.?'.repeat(499) + 'q', /too many optional parts/],
+    ['(|a|b){0,250}q', /too many optional parts/],
     ['(', /\)/],
     ['a**', /two quantifiers/],
     ['x'.repeat(1001), /longer than/],
@@ -139,6 +144,12 @@ describe('user regex dialect', () => {
     }
   });
 
+  it('keeps ranges over single characters and small repeated groups', () => {
+    for (const pattern of ['a{0,255}b{0,255}c{0,255}q', '.{0,255}x', '(.?.?.?){0,33}q', '(\\d{1,3}\\.){3}\\d{1,3}', '(foo|bar)+baz', '.?'.repeat(100)]) {
+      expect(() => compileUserRegex(pattern, true), pattern).not.toThrow();
+    }
+  });
+
   describe('over HTTP', () => {
     let bucketId: string;
     const api = (method: string, path: string, body: unknown) =>
@@ -150,7 +161,7 @@ describe('user regex dialect', () => {
       bucketId = created.body.bucket_id;
     });
 
-    it.each(['\\p{L}+', '(a)\\1', '(?P<n>a)(?P=n)'])('object list filter %s is a 422, not a 500', async (pattern) => {
+    it.each(['\\p{L}+', '(a)\\1', '(?P<n>a)(?P=n)', '(.?.?.?){0,250}q'])('object list filter %s is a 422, not a 500', async (pattern) => {
       const res = await api('POST', `/v1/buckets/${bucketId}/objects/list`, {
         filters: { AND: [{ field: 'key', operator: 'regex', value: pattern }] },
       });
