@@ -4,17 +4,35 @@
  * insert (a catch-up after a batch, a build) is answered between two slices.
  */
 import { parentPort } from 'node:worker_threads';
-import type { ParsedFilter } from '../filters/filter.js';
+import type { Condition } from '../filters/filter.js';
 import { putInSlices } from './graph-handle.js';
 import { MemoryGraph, type MemoryGraphOptions } from './memory-graph.js';
 import type { IndexSpec, VectorRecord } from './vector-index.js';
+
+/**
+ * A ParsedFilter as it crosses to the thread (plainFilter in graph-thread.ts): plain data only, since a
+ * compiled regex (Condition.regex) holds its RE2 matcher, a function postMessage cannot clone. A regex
+ * condition's `value` is the pattern it is matched with; the thread compiles it with the same compiler
+ * (compileFilter → regexOf → compileUserRegex). It is a ParsedFilter as it stands (`regex` is optional).
+ */
+export interface PlainFilter {
+  root: PlainGroup;
+  caseSensitive: boolean;
+}
+export interface PlainGroup {
+  kind: 'group';
+  and: PlainNode[];
+  or: PlainNode[];
+  not: PlainNode[];
+}
+export type PlainNode = Omit<Condition, 'regex'> | PlainGroup;
 
 export type GraphRequest =
   | { id: number; op: 'create'; graph: number; spec: IndexSpec; options: MemoryGraphOptions; capacity: number }
   | { id: number; op: 'put'; graph: number; ids: string[]; payloads: Array<Record<string, unknown>>; vectors: Float32Array }
   | { id: number; op: 'remove'; graph: number; ids: string[] }
-  | { id: number; op: 'search'; graph: number; query: Float32Array; limit: number; filter?: ParsedFilter; payloads: boolean }
-  | { id: number; op: 'match'; graph: number; filter: ParsedFilter }
+  | { id: number; op: 'search'; graph: number; query: Float32Array; limit: number; filter?: PlainFilter; payloads: boolean }
+  | { id: number; op: 'match'; graph: number; filter: PlainFilter }
   | { id: number; op: 'release'; graph: number };
 
 export type GraphReply = { id: number; ok: true; value: unknown } | { id: number; ok: false; error: { message: string; name: string } };

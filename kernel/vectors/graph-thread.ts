@@ -11,9 +11,9 @@
 import { Worker } from 'node:worker_threads';
 import { threadEntrySource } from '../thread-entry.js';
 import type { Logger } from 'pino';
-import type { ParsedFilter } from '../filters/filter.js';
+import { regexOf, type FilterNode, type Group, type ParsedFilter } from '../filters/filter.js';
 import type { GraphHandle } from './graph-handle.js';
-import type { GraphReply, GraphRequest } from './graph-thread-main.js';
+import type { GraphReply, GraphRequest, PlainFilter, PlainGroup, PlainNode } from './graph-thread-main.js';
 import type { GraphPlan, GraphStats, MemoryGraphOptions } from './memory-graph.js';
 import type { IndexSpec, VectorHit, VectorRecord } from './vector-index.js';
 
@@ -117,6 +117,22 @@ export class GraphThread {
   }
 }
 
+/**
+ * `filter` as plain data for the thread (PlainFilter): compiled regexes left out, each regex condition
+ * carrying the pattern regexOf matches it with in this thread — the compiled one, or the value recompiled
+ * for the filter's case sensitivity. regexOf also checks a hand-built pattern here, so a bad one is the
+ * caller's RequestValidationError (a 422), not an error relayed from the thread.
+ */
+export function plainFilter(filter: ParsedFilter): PlainFilter {
+  const node = (n: FilterNode): PlainNode => {
+    if (n.kind === 'group') return group(n);
+    const value = n.operator === 'regex' ? regexOf(n, filter.caseSensitive).pattern : n.value;
+    return { kind: 'condition', field: n.field, operator: n.operator, value };
+  };
+  const group = (g: Group): PlainGroup => ({ kind: 'group', and: g.and.map(node), or: g.or.map(node), not: g.not.map(node) });
+  return { root: group(filter.root), caseSensitive: filter.caseSensitive };
+}
+
 /** A graph held by the graph thread. */
 class RemoteGraph implements GraphHandle {
   lastPlan: GraphPlan = 'empty';
@@ -155,14 +171,15 @@ class RemoteGraph implements GraphHandle {
   }
 
   async search(query: ArrayLike<number>, limit: number, filter?: ParsedFilter, payloads = true): Promise<VectorHit[]> {
-    const request: Request = { op: 'search', graph: this.graph, query: Float32Array.from(query), limit, payloads, ...(filter ? { filter } : {}) };
+    const request: Request = { op: 'search', graph: this.graph, query: Float32Array.from(query), limit, payloads, ...(filter ? { filter: plainFilter(filter) } : {}) };
     const { hits, plan } = (await this.thread.call(this.running, request)) as { hits: VectorHit[]; plan: GraphPlan };
     this.lastPlan = plan;
     return hits;
   }
 
-  matchingIds(filter: ParsedFilter): Promise<string[]> {
-    return this.thread.call(this.running, { op: 'match', graph: this.graph, filter }) as Promise<string[]>;
+  async matchingIds(filter: ParsedFilter): Promise<string[]> {
+    // async: a pattern plainFilter refuses comes back as a rejection, like any failure of the call.
+    return this.thread.call(this.running, { op: 'match', graph: this.graph, filter: plainFilter(filter) }) as Promise<string[]>;
   }
 
   release(): void {
