@@ -1314,7 +1314,7 @@ export interface paths {
         };
         /**
          * Published retrievers anyone may search, with page details and totals.
-         * @description Only active publications unless `include_inactive=true`. `search` (at most 200 characters) is a case-insensitive regular expression (RE2 syntax, linear time: back-references and look-arounds are a 400) matched against titles and descriptions. `page` 1 to 500, `page_size` 1 to 100 (default 20): the contract's schema allows 1000 but its prose states 100, and 100 is what is enforced (more is a 422). `statistics` counts every publication the listing covers (all pages): active ones, password-protected ones and open ones. No key, internal id, organization detail, configuration or password is shown; only a `password_protected` flag. Public: no key is needed.
+         * @description Only active publications unless `include_inactive=true`. `search` (at most 200 characters) is a case-insensitive regular expression (RE2 syntax, linear time: back-references and look-arounds are a 400) matched against titles and descriptions; an empty `search` lists everything. `page` 1 to 500, `page_size` 1 to 1000 (default 20), served at most 100 a page: the contract's schema allows 1000 and its prose states a maximum of 100, so a larger `page_size` is accepted and the answer's `page_size` (100) says what was served; `total_pages` counts pages of that size. `statistics` counts every publication the listing covers (all pages): active ones, password-protected ones and open ones. No key, internal id, organization detail, configuration or password is shown; only a `password_protected` flag. Public: no key is needed.
          */
         get: operations["listPublicRetrievers"];
         put?: never;

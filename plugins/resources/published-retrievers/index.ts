@@ -47,6 +47,8 @@ const Store = createToken<PublishedStore>('published-retrievers.PublishedStore')
 const Publishing = createToken<PublishingService>('published-retrievers.PublishingService');
 const Sealer = createToken<KeySealer>('published-retrievers.KeySealer');
 
+/** Public retrievers served per page of the public listing at most (a larger page_size is served this many). */
+const MAX_PUBLIC_PAGE_SIZE = 100;
 /** Interactions per visitor address per minute, on any one publication. */
 const INTERACTIONS_PER_VISITOR_PER_MINUTE = 600;
 /** Config, verify and template reads per visitor address per hour, on any one publication. */
@@ -191,9 +193,10 @@ export default defineResource({
     // ----------------------------------------------------------------------------------------------- public
     listPublicRetrievers: async ({ query, services }) => {
       const page = query.page ?? 1;
-      const pageSize = query.page_size ?? 20;
+      // The contract's schema allows 1000 a page, its prose at most 100: both hold when 100 is what is served.
+      const pageSize = Math.min(query.page_size ?? 20, MAX_PUBLIC_PAGE_SIZE);
       let search: string | undefined;
-      if (query.search !== undefined) {
+      if (query.search) {
         try {
           search = compileUserRegex(query.search, false).postgres;
         } catch (err) {
