@@ -2716,8 +2716,10 @@ export interface components {
          *     anywhere in the value unless anchored. Refused with a 422 naming the construct: back-references
          *     (`\1`, `\k<name>`), lookahead and lookbehind, Unicode classes (`\p{L}`), word boundaries (`\b`),
          *     named groups, inline flags (`(?i)`), `\A`, `\z`, `\Q...\E`, POSIX classes (`[[:alpha:]]`), a literal
-         *     `{` not written `\{`, and patterns over 1000 positions once counted repetitions are multiplied out.
-         *     Without `case_sensitive`, every letter written in the pattern (alone, in brackets or in a range) also
+         *     `{` not written `\{`, and patterns over 1000 positions or 100 optional parts (quantifiers with a range
+         *     and empty alternatives, each counted once per copy an enclosing repetition makes; `a{0,255}` is one)
+         *     once counted repetitions are multiplied out. A filter holds at most 200 conditions, 16 `regex`
+         *     conditions and 10000 `in`/`nin` values in all (422 otherwise). Without `case_sensitive`, every letter written in the pattern (alone, in brackets or in a range) also
          *     matches its other-case forms (Unicode simple case mappings); `\d \w \s` and their negations do
          *     not change.
          */

@@ -83,4 +83,20 @@ describe('filter language', () => {
     expect(() => parseFilter({ AND: [{ field: 'a', operator: 'in', value: [] }] })).toThrow(RequestValidationError);
     expect(() => parseFilter({ AND: [{ field: 'a', operator: 'regex', value: '(' }] })).toThrow(RequestValidationError);
   });
+
+  it('bounds what a whole filter asks of the database: in/nin values in all, regex conditions', () => {
+    const values = Array.from({ length: 1000 }, (_, i) => `v${i}`);
+    const lists = (n: number) => ({ AND: Array.from({ length: n }, () => ({ field: 'meta.title', operator: 'in', value: values })) });
+    expect(() => parseFilter(lists(10))).not.toThrow();
+    // 66 such lists passed PostgreSQL's 65,535 bound parameters: a 500 after seconds.
+    expect(() => parseFilter(lists(11))).toThrow(/at most 10000 in\/nin values in all \(this filter has 11000\)/);
+    const patterns = (n: number) => ({ OR: Array.from({ length: n }, (_, i) => ({ field: 'meta.title', operator: 'regex', value: `x${i}` })) });
+    expect(() => parseFilter(patterns(16))).not.toThrow();
+    try {
+      parseFilter(patterns(17));
+      expect.unreachable();
+    } catch (err) {
+      expect((err as RequestValidationError).problems).toEqual([expect.objectContaining({ loc: ['body', 'filters'], type: 'filter_size', msg: expect.stringContaining('at most 16 regex conditions') })]);
+    }
+  });
 });
