@@ -955,7 +955,9 @@ export interface paths {
         /**
          * Tenant and capabilities of the calling key.
          * @description Works for every valid key. With `X-Namespace`, also reports what the key may do in that namespace
-         *     (404 when the namespace does not exist, 403 when the key's scopes exclude it).
+         *     (403 when the key's scopes exclude it, whether or not it exists; otherwise 404 when it does not exist).
+         *     Every namespaced route answers `X-Namespace` this way: a scoped key cannot tell which names outside
+         *     its scopes exist.
          */
         get: operations["getMe"];
         put?: never;

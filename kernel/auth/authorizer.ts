@@ -6,7 +6,7 @@ import { InputError, NotAllowedError, NotFoundError } from '../errors.js';
 import type { AuthContext } from './authenticator.js';
 import type { NamespaceResolver, ResolvedNamespace } from './namespaces.js';
 import { satisfies, strongestPermission } from './permissions.js';
-import { scopesAllow, type ResourceRef } from './scopes.js';
+import { scopesAllow, scopesMayReachNamespace, type ResourceRef } from './scopes.js';
 import type { OperationSpec, ScopeRule } from '../http/operations.js';
 import type { ResourceIdentifiers } from './resource-identifiers.js';
 
@@ -48,6 +48,10 @@ export class Authorizer {
       return null;
     }
     const namespace = await this.resolver().resolve(input.auth.organizationId, namespaceHeader);
+    // Scoped keys learn nothing of namespaces outside their scopes: the same 403 whether it exists or not.
+    if (!scopesMayReachNamespace(input.auth.scopes, namespace ?? { id: namespaceHeader, name: namespaceHeader })) {
+      throw new NotAllowedError(`The API key's scopes do not include namespace '${namespaceHeader}'`, { namespace: namespaceHeader });
+    }
     if (!namespace) throw new NotFoundError(`Namespace '${namespaceHeader}' not found`, { namespace: namespaceHeader });
     return namespace;
   }

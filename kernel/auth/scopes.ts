@@ -143,6 +143,32 @@ function scopeMatches(scope: ResourceScope, query: ScopeQuery, namespaceScopes: 
   return false;
 }
 
+/**
+ * Whether any scope could allow something inside this namespace (a namespace, organization or namespaced
+ * scope that can point into it; an id scope might, as ids do not say their namespace). A key none of
+ * whose scopes can is told so before the namespace is looked up, the same way whether it exists or not.
+ */
+export function scopesMayReachNamespace(scopes: readonly ResourceScope[], namespace: { id: string; name: string }): boolean {
+  if (scopes.length === 0) return true;
+  const namespaceScopes = scopes.filter((s) => s.resource_type === 'namespace');
+  const confined = namespaceScopes.some((s) => anyMatch(s.resource_id, [namespace.id, namespace.name]));
+  return scopes.some((scope) => {
+    if (scope.resource_type === 'organization') return true;
+    if (scope.resource_type === 'namespace') return confined;
+    if (!NAMESPACED_ID_PREFIXES[scope.resource_type]) return false;
+    const target = namespacedTarget(scope.resource_type, scope.resource_id);
+    switch (target.kind) {
+      case 'any':
+      case 'id':
+        return true;
+      case 'qualified':
+        return namespaceMatches(target.namespace, namespace);
+      case 'bare':
+        return confined;
+    }
+  });
+}
+
 export function scopesAllow(scopes: readonly ResourceScope[], query: ScopeQuery): boolean {
   if (scopes.length === 0) return true;
   const namespaceScopes = scopes.filter((s) => s.resource_type === 'namespace');

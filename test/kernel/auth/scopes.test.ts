@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  scopesMayReachNamespace,
   SCOPE_OPERATIONS,
   operationsForPermission,
   patternMatches,
@@ -192,6 +193,23 @@ describe('scopesAllow', () => {
       expect(scopesAllow(scopes, { organizationId: ORG, resource: { type: 'api_key' }, operation: 'manage_permissions' })).toBe(true);
       expect(scopesAllow(scopes, onNamespace(NS_A))).toBe(false);
     });
+  });
+
+  it('tells which namespaces a key could reach at all (the same answer whether one exists or not)', () => {
+    const reach = (scopes: ResourceScope[], ns: { id: string; name: string }) => scopesMayReachNamespace(scopes, ns);
+    expect(reach([], NS_B)).toBe(true);
+    expect(reach([{ resource_type: 'namespace', resource_id: 'customer_a' }], NS_A)).toBe(true);
+    expect(reach([{ resource_type: 'namespace', resource_id: 'customer_a' }], NS_B)).toBe(false);
+    expect(reach([{ resource_type: 'namespace', resource_id: 'customer_*' }], { id: 'nope', name: 'nope' })).toBe(false);
+    expect(reach([{ resource_type: 'bucket', resource_id: 'customer_a/d*' }], NS_A)).toBe(true);
+    expect(reach([{ resource_type: 'bucket', resource_id: 'customer_a/d*' }], NS_B)).toBe(false);
+    expect(reach([{ resource_type: 'bucket', resource_id: '*/shared' }], NS_B)).toBe(true);
+    // An id says nothing of its namespace; an organization scope covers them all.
+    expect(reach([{ resource_type: 'collection', resource_id: 'col_123' }], NS_B)).toBe(true);
+    expect(reach([{ resource_type: 'organization', resource_id: ORG }], NS_B)).toBe(true);
+    // A bare name is confined to the namespace scopes; keys and users live in no namespace.
+    expect(reach([{ resource_type: 'namespace', resource_id: 'customer_a' }, { resource_type: 'bucket', resource_id: 'docs' }], NS_B)).toBe(false);
+    expect(reach([{ resource_type: 'api_key', resource_id: '*' }], NS_A)).toBe(false);
   });
 
   it('allows when any one scope allows', () => {

@@ -125,10 +125,19 @@ describe('a key scoped to one namespace by literal name', () => {
       expectForbidden(await t.request('GET', '/v1/me', { key, headers: { 'X-Namespace': ns.b.id } }));
     });
 
-    it('answers 404 for a namespace that does not exist', async () => {
-      const res = await t.request('GET', '/v1/me', { key, headers: { 'X-Namespace': 'no_such_namespace' } });
-      expect(res.status).toBe(404);
-      expect(res.body).toMatchObject({ success: false, status: 404, error: { type: 'NotFoundError' } });
+    it('answers the same 403 for a namespace outside its scopes whether it exists or not', async () => {
+      const missing = await t.request('GET', '/v1/me', { key, headers: { 'X-Namespace': 'no_such_namespace' } });
+      const existing = await t.request('GET', '/v1/me', { key, headers: { 'X-Namespace': ns.b.name } });
+      expectForbidden(missing);
+      expectForbidden(existing);
+      expect(missing.body.error.message).toBe("The API key's scopes do not include namespace 'no_such_namespace'");
+      expect(existing.body.error.message).toBe(`The API key's scopes do not include namespace '${ns.b.name}'`);
+      // On a namespaced route too: before, B answered 403 and a missing name 404, telling which names exist.
+      for (const header of [ns.b.name, 'no_such_namespace']) {
+        const res = await t.request('GET', '/v1/buckets', { key, headers: { 'X-Namespace': header } });
+        expectForbidden(res);
+        expect(res.body.error.message).toBe(`The API key's scopes do not include namespace '${header}'`);
+      }
     });
 
     it('answers without a namespace part when X-Namespace is absent', async () => {
@@ -182,6 +191,8 @@ describe('a key scoped by a prefix pattern', () => {
   it('gets 404, not 403, for a missing namespace inside its pattern', async () => {
     const res = await t.request('GET', '/v1/namespaces/customer_missing', { key });
     expect(res.status).toBe(404);
+    expect((await t.request('GET', '/v1/buckets', { key, headers: { 'X-Namespace': 'customer_missing' } })).status).toBe(404);
+    expectForbidden(await t.request('GET', '/v1/buckets', { key, headers: { 'X-Namespace': 'vendor_missing' } }));
   });
 
   it('matches namespace ids by prefix too', async () => {
