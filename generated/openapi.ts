@@ -954,7 +954,10 @@ export interface paths {
         };
         /**
          * Tenant and capabilities of the calling key.
-         * @description Works for every valid key. With `X-Namespace`, also reports what the key may do in that namespace
+         * @description Works for every valid key. A key bound to one retriever (`ret_sk_`, `sk_marketplace_`) gets the short
+         *     form (`BoundKeyMeResponse`): what it executes and where, its prefix, expiry, origins and rate limit,
+         *     and nothing else: such keys are embedded in web pages, so neither the organization, nor a user, nor
+         *     an id is shown to whoever reads the page. With `X-Namespace`, also reports what the key may do in that namespace
          *     (403 when the key's scopes exclude it, whether or not it exists; otherwise 404 when it does not exist).
          *     Every namespaced route answers `X-Namespace` this way: a scoped key cannot tell which names outside
          *     its scopes exist.
@@ -1585,7 +1588,7 @@ export interface paths {
         put?: never;
         /**
          * Make a `ret_sk_` key that executes only this retriever, while it is published. The `key` is shown once.
-         * @description Creates a retriever-scoped `ret_sk_` key for a web page or widget. Its permission (`read`) and scope (this retriever, `execute_retriever`) are fixed; it works only on the public execute endpoints (`X-Public-API-Key` on `POST /v1/public/retrievers/{public_name}/execute`, or alone on `POST /v1/public/retrievers/execute`) and only while the retriever is published; every other route refuses it with a 403. Browser requests carrying an `Origin` header must come from one of `allowed_origins` (none: any origin); requests without `Origin` are not browser requests and are not affected. After `expires_at` the key answers 401. Only the retriever's owner may call: the user whose key created it (its `created_by`); when that user has left the organization, an `admin` key of the organization may act for them. Needs the `write` permission; a name another active key of this retriever has is a 409, an `expires_at` not in the future a 400.
+         * @description Creates a retriever-scoped `ret_sk_` key for a web page or widget. Its permission (`read`) and scope (this retriever, `execute_retriever`) are fixed; it works only on the public execute endpoints (`X-Public-API-Key` on `POST /v1/public/retrievers/{public_name}/execute`, or alone on `POST /v1/public/retrievers/execute`) and only while the retriever is published; every other route but `GET /v1/me` (its short form, `BoundKeyMeResponse`) refuses it with a 403. Browser requests carrying an `Origin` header must come from one of `allowed_origins` (none: any origin); requests without `Origin` are not browser requests and are not affected. After `expires_at` the key answers 401. Only the retriever's owner may call: the user whose key created it (its `created_by`); when that user has left the organization, an `admin` key of the organization may act for them. Needs the `write` permission; a name another active key of this retriever has is a 409, an `expires_at` not in the future a 400.
          */
         post: operations["createRetrieverApiKey"];
         delete?: never;
@@ -2168,6 +2171,26 @@ export interface components {
         };
         BatchUpdateRequest: {
             metadata: components["schemas"]["Metadata"];
+        };
+        /** @description `GET /v1/me` for a `ret_sk_` retriever key (`kind: retriever`) or a `sk_marketplace_` subscription key (`kind: marketplace`): it executes one retriever through the public endpoints and calls no other authenticated route but this one. */
+        BoundKeyMeResponse: {
+            bound_retriever: {
+                allowed_endpoints: string[];
+                /** @enum {string} */
+                kind: "retriever" | "marketplace";
+                /** @description The name it is published under */
+                public_name: string | null;
+            };
+            key: {
+                allowed_origins: string[];
+                /** Format: date-time */
+                expires_at: string | null;
+                key_prefix: string;
+                /** @enum {string} */
+                key_type: "retriever" | "marketplace";
+                /** @description null when unlimited. */
+                rate_limit_per_minute: number | null;
+            };
         };
         Bucket: {
             bucket_id: string;
@@ -5798,7 +5821,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["MeResponse"];
+                    "application/json": components["schemas"]["MeResponse"] | components["schemas"]["BoundKeyMeResponse"];
                 };
             };
             401: components["responses"]["Unauthorized"];

@@ -14,7 +14,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": "json",
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "cancelBatch": {
     "method": "post",
@@ -29,7 +30,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "cloneRetriever": {
     "method": "post",
@@ -44,7 +46,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": "json",
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "confirmUpload": {
     "method": "post",
@@ -59,7 +62,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": "json",
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "createApiKey": {
     "method": "post",
@@ -74,7 +78,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": "json",
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "createBatch": {
     "method": "post",
@@ -96,7 +101,8 @@ export const operationTable = {
         ],
         "maxBytes": 65536
       }
-    ]
+    ],
+    "boundKeys": false
   },
   "createBucket": {
     "method": "post",
@@ -118,7 +124,8 @@ export const operationTable = {
         ],
         "maxBytes": 65536
       }
-    ]
+    ],
+    "boundKeys": false
   },
   "createCollection": {
     "method": "post",
@@ -140,7 +147,8 @@ export const operationTable = {
         ],
         "maxBytes": 65536
       }
-    ]
+    ],
+    "boundKeys": false
   },
   "createDocument": {
     "method": "post",
@@ -162,7 +170,8 @@ export const operationTable = {
         ],
         "maxBytes": 65536
       }
-    ]
+    ],
+    "boundKeys": false
   },
   "createNamespace": {
     "method": "post",
@@ -184,7 +193,8 @@ export const operationTable = {
         ],
         "maxBytes": 65536
       }
-    ]
+    ],
+    "boundKeys": false
   },
   "createObject": {
     "method": "post",
@@ -206,7 +216,8 @@ export const operationTable = {
         ],
         "maxBytes": 65536
       }
-    ]
+    ],
+    "boundKeys": false
   },
   "createObjects": {
     "method": "post",
@@ -230,7 +241,8 @@ export const operationTable = {
         ],
         "maxBytes": 65536
       }
-    ]
+    ],
+    "boundKeys": false
   },
   "createRetriever": {
     "method": "post",
@@ -245,7 +257,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": "json",
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "createRetrieverApiKey": {
     "method": "post",
@@ -260,7 +273,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": "json",
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "createUpload": {
     "method": "post",
@@ -282,7 +296,8 @@ export const operationTable = {
         ],
         "maxBytes": 65536
       }
-    ]
+    ],
+    "boundKeys": false
   },
   "createUser": {
     "method": "post",
@@ -297,7 +312,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": "json",
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "deleteBatch": {
     "method": "delete",
@@ -312,7 +328,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "deleteBucket": {
     "method": "delete",
@@ -327,7 +344,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "deleteCollection": {
     "method": "delete",
@@ -342,7 +360,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "deleteDocument": {
     "method": "delete",
@@ -357,7 +376,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "deleteDocumentsByFilter": {
     "method": "post",
@@ -372,7 +392,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": "json",
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "deleteNamespace": {
     "method": "delete",
@@ -387,7 +408,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "deleteObject": {
     "method": "delete",
@@ -402,7 +424,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "deleteRetriever": {
     "method": "delete",
@@ -417,7 +440,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "deleteUser": {
     "method": "delete",
@@ -432,7 +456,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "executeAdHocRetriever": {
     "method": "post",
@@ -446,7 +471,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": "json",
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "executePublicRetriever": {
     "method": "post",
@@ -457,7 +483,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": "json",
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "executePublicRetrieverByKey": {
     "method": "post",
@@ -468,7 +495,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": "json",
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "executeRetriever": {
     "method": "post",
@@ -483,7 +511,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": "json",
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "explainAdHocRetriever": {
     "method": "post",
@@ -497,7 +526,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": "json",
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "explainRetriever": {
     "method": "post",
@@ -512,7 +542,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": "json",
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "getApiKey": {
     "method": "get",
@@ -527,7 +558,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "getApiKeyEndpointUsage": {
     "method": "get",
@@ -542,7 +574,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "getApiKeyUsage": {
     "method": "get",
@@ -557,7 +590,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "getBatch": {
     "method": "get",
@@ -572,7 +606,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "getBucket": {
     "method": "get",
@@ -587,7 +622,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "getCollection": {
     "method": "get",
@@ -602,7 +638,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "getDecompositionTree": {
     "method": "get",
@@ -617,7 +654,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "getDocument": {
     "method": "get",
@@ -632,7 +670,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "getHealth": {
     "method": "get",
@@ -643,7 +682,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "getMarketplaceCatalogConfig": {
     "method": "get",
@@ -654,7 +694,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "getMarketplaceListing": {
     "method": "get",
@@ -665,7 +706,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "getMe": {
     "method": "get",
@@ -676,7 +718,8 @@ export const operationTable = {
     "namespaceHeader": "optional",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": true
   },
   "getNamespace": {
     "method": "get",
@@ -691,7 +734,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "getObject": {
     "method": "get",
@@ -706,7 +750,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "getOpenApiDocument": {
     "method": "get",
@@ -717,7 +762,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "getOrganizationKeyUsage": {
     "method": "get",
@@ -732,7 +778,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "getOrganizationUsage": {
     "method": "get",
@@ -746,7 +793,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "getPresignedBlob": {
     "method": "get",
@@ -757,7 +805,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": "binary",
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "getPublicRetrieverConfig": {
     "method": "get",
@@ -768,7 +817,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "getPublicRetrieverTemplate": {
     "method": "get",
@@ -779,7 +829,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "getRetriever": {
     "method": "get",
@@ -794,7 +845,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "getRetrieverExecution": {
     "method": "get",
@@ -809,7 +861,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "getRetrieverPublication": {
     "method": "get",
@@ -824,7 +877,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "getSearchPage": {
     "method": "get",
@@ -835,7 +889,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "getSearchPageAsset": {
     "method": "get",
@@ -846,7 +901,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "getUpload": {
     "method": "get",
@@ -861,7 +917,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "getUser": {
     "method": "get",
@@ -876,7 +933,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "grantDocument": {
     "method": "post",
@@ -891,7 +949,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": "json",
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "listApiKeys": {
     "method": "get",
@@ -905,7 +964,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "listAuditEvents": {
     "method": "get",
@@ -919,7 +979,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "listBatches": {
     "method": "get",
@@ -934,7 +995,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "listBuckets": {
     "method": "get",
@@ -948,7 +1010,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "listCollections": {
     "method": "get",
@@ -962,7 +1025,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "listDocuments": {
     "method": "get",
@@ -977,7 +1041,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "listFeatureExtractors": {
     "method": "get",
@@ -988,7 +1053,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "listMarketplaceCatalog": {
     "method": "get",
@@ -999,7 +1065,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "listMarketplaceSubscriptions": {
     "method": "get",
@@ -1013,7 +1080,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "listNamespaces": {
     "method": "get",
@@ -1027,7 +1095,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "listObjects": {
     "method": "get",
@@ -1042,7 +1111,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "listPublicRetrievers": {
     "method": "get",
@@ -1053,7 +1123,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "listPublishedRetrievers": {
     "method": "get",
@@ -1067,7 +1138,8 @@ export const operationTable = {
     "namespaceHeader": "optional",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "listRetrieverApiKeys": {
     "method": "get",
@@ -1082,7 +1154,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "listRetrieverExecutions": {
     "method": "get",
@@ -1097,7 +1170,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "listRetrievers": {
     "method": "get",
@@ -1111,7 +1185,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "listRetrieverStages": {
     "method": "get",
@@ -1122,7 +1197,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "listUploads": {
     "method": "get",
@@ -1137,7 +1213,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "listUsers": {
     "method": "get",
@@ -1151,7 +1228,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "publishRetriever": {
     "method": "post",
@@ -1166,7 +1244,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": "json",
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "putPresignedBlob": {
     "method": "put",
@@ -1177,7 +1256,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": "binary",
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "recordPublicRetrieverInteraction": {
     "method": "post",
@@ -1195,7 +1275,8 @@ export const operationTable = {
         ],
         "maxBytes": 16384
       }
-    ]
+    ],
+    "boundKeys": false
   },
   "recordPublicRetrieverInteractionsBatch": {
     "method": "post",
@@ -1215,7 +1296,8 @@ export const operationTable = {
         ],
         "maxBytes": 16384
       }
-    ]
+    ],
+    "boundKeys": false
   },
   "recordRetrieverInteractions": {
     "method": "post",
@@ -1245,7 +1327,8 @@ export const operationTable = {
         ],
         "maxBytes": 16384
       }
-    ]
+    ],
+    "boundKeys": false
   },
   "retryBatch": {
     "method": "post",
@@ -1260,7 +1343,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "revokeApiKey": {
     "method": "delete",
@@ -1275,7 +1359,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "revokeDocument": {
     "method": "delete",
@@ -1290,7 +1375,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "revokeRetrieverApiKey": {
     "method": "delete",
@@ -1305,7 +1391,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "rotateApiKey": {
     "method": "post",
@@ -1320,7 +1407,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "searchDocuments": {
     "method": "post",
@@ -1335,7 +1423,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": "json",
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "searchObjects": {
     "method": "post",
@@ -1350,7 +1439,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": "json",
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "submitBatch": {
     "method": "post",
@@ -1365,7 +1455,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "subscribeToMarketplaceRetriever": {
     "method": "post",
@@ -1379,7 +1470,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": "json",
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "unpublishRetriever": {
     "method": "delete",
@@ -1394,7 +1486,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "unsubscribeFromMarketplaceRetriever": {
     "method": "delete",
@@ -1408,7 +1501,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "updateApiKey": {
     "method": "patch",
@@ -1423,7 +1517,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": "json",
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "updateBatch": {
     "method": "patch",
@@ -1445,7 +1540,8 @@ export const operationTable = {
         ],
         "maxBytes": 65536
       }
-    ]
+    ],
+    "boundKeys": false
   },
   "updateBucket": {
     "method": "patch",
@@ -1467,7 +1563,8 @@ export const operationTable = {
         ],
         "maxBytes": 65536
       }
-    ]
+    ],
+    "boundKeys": false
   },
   "updateCollection": {
     "method": "patch",
@@ -1489,7 +1586,8 @@ export const operationTable = {
         ],
         "maxBytes": 65536
       }
-    ]
+    ],
+    "boundKeys": false
   },
   "updateDocument": {
     "method": "patch",
@@ -1511,7 +1609,8 @@ export const operationTable = {
         ],
         "maxBytes": 65536
       }
-    ]
+    ],
+    "boundKeys": false
   },
   "updateNamespace": {
     "method": "patch",
@@ -1533,7 +1632,8 @@ export const operationTable = {
         ],
         "maxBytes": 65536
       }
-    ]
+    ],
+    "boundKeys": false
   },
   "updateObject": {
     "method": "patch",
@@ -1555,7 +1655,8 @@ export const operationTable = {
         ],
         "maxBytes": 65536
       }
-    ]
+    ],
+    "boundKeys": false
   },
   "updateRetriever": {
     "method": "patch",
@@ -1570,7 +1671,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": "json",
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "updateRetrieverPublication": {
     "method": "patch",
@@ -1585,7 +1687,8 @@ export const operationTable = {
     "namespaceHeader": "required",
     "body": "json",
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   },
   "upsertDocuments": {
     "method": "post",
@@ -1609,7 +1712,8 @@ export const operationTable = {
         ],
         "maxBytes": 65536
       }
-    ]
+    ],
+    "boundKeys": false
   },
   "verifyPublicRetrieverPassword": {
     "method": "post",
@@ -1620,7 +1724,8 @@ export const operationTable = {
     "namespaceHeader": null,
     "body": "json",
     "credits": 0,
-    "jsonLimits": []
+    "jsonLimits": [],
+    "boundKeys": false
   }
 } as const;
 

@@ -30,6 +30,8 @@ interface OperationEntry {
   credits: number;
   /** Parts of the JSON body bounded by `x-max-json-bytes`: their path (`*`: every array item) and the bound. */
   jsonLimits: JsonLimit[];
+  /** `x-bound-keys: true`: keys bound to one retriever (`ret_sk_`, `sk_marketplace_`) may call it too. */
+  boundKeys: boolean;
 }
 
 interface JsonLimit {
@@ -113,6 +115,7 @@ function operationTable(doc: Doc): Record<string, OperationEntry> {
         body: op['x-body'] === 'binary' ? 'binary' : op.requestBody ? 'json' : null,
         credits: (op['x-credits'] as number | undefined) ?? 0,
         jsonLimits: jsonLimits(doc, op),
+        boundKeys: op['x-bound-keys'] === true,
       };
     }
   }

@@ -33,6 +33,8 @@ export interface AuthContext {
   /** The effective requests-per-minute ceiling, or null when unlimited. */
   rateLimitPerMinute: number | null;
   isProtected: boolean;
+  /** Set for keys bound to one retriever (`ret_sk_`, `sk_marketplace_`): the retriever and its organization. */
+  boundRetriever: { retrieverId: string; organizationId: string } | null;
 }
 
 export function authContextOf(key: KeyRecord, planLimitPerMinute: number): AuthContext {
@@ -52,6 +54,10 @@ export function authContextOf(key: KeyRecord, planLimitPerMinute: number): AuthC
     expiresAt: key.expires_at,
     rateLimitPerMinute: key.rate_limit_override ?? (planLimitPerMinute > 0 ? planLimitPerMinute : null),
     isProtected: key.is_protected,
+    boundRetriever:
+      key.bound_retriever_id !== null && key.bound_organization_id !== null
+        ? { retrieverId: key.bound_retriever_id, organizationId: key.bound_organization_id }
+        : null,
   };
 }
 
@@ -67,6 +73,8 @@ export interface UnauthenticatedLimit {
 
 /** Where a request comes from, as the HTTP layer sees it. */
 export interface RequestOrigin {
+  /** The route takes keys bound to one retriever too (`x-bound-keys`: `GET /v1/me`); every other refuses them. */
+  acceptsBoundKeys?: boolean;
   /** `Origin` header (CORS). */
   origin: string | undefined;
   /** The TCP peer. */
@@ -124,7 +132,7 @@ export class Authenticator {
     if (request.origin !== undefined && !originAllowed(key.allowed_origins, request.origin)) {
       throw keyRefusal(key, request, new NotAllowedError(`Origin ${request.origin} is not allowed for this API key`, { origin: request.origin }));
     }
-    if (isBoundKeyType(key.key_type)) throw keyRefusal(key, request, boundKeyRefusal(key.key_type));
+    if (isBoundKeyType(key.key_type) && !request.acceptsBoundKeys) throw keyRefusal(key, request, boundKeyRefusal(key.key_type));
     return authContextOf(key, this.planLimitPerMinute);
   }
 

@@ -40,7 +40,8 @@ export class Authorizer {
 
   private async resolveHeader(input: AuthorizationInput): Promise<ResolvedNamespace | null> {
     const { operation, namespaceHeader } = input;
-    if (!operation.namespaceHeader) return null;
+    // A key bound to one retriever has no namespace to speak of (GET /v1/me is its only authenticated route).
+    if (!operation.namespaceHeader || input.auth.boundRetriever) return null;
     if (!namespaceHeader) {
       if (operation.namespaceHeader === 'required') {
         throw new InputError('This operation needs the X-Namespace header (a namespace name or ns_ id)');

@@ -23,7 +23,17 @@ type Permission = 'read' | 'write' | 'delete' | 'admin';
 export function registerAccount(program: Command): void {
   clientCommand(program, 'me', 'Show the calling key, its organization and capabilities').action(async (o: ClientOptions) => {
     const me = await call(o, clientOf(o).GET('/v1/me', {}));
-    emit(o, me, (m) =>
+    emit(o, me, (m) => {
+      if ('bound_retriever' in m) {
+        const r = m.bound_retriever;
+        printFields({}, [
+          ['key', `${m.key.key_prefix} (${m.key.key_type})`],
+          ['executes', r.public_name ?? '(its retriever is not published)'],
+          ['endpoints', r.allowed_endpoints.join(', ')],
+          ...(m.key.expires_at ? ([['expires', shortTime(m.key.expires_at)]] as Array<[string, unknown]>) : []),
+        ]);
+        return;
+      }
       printFields({}, [
         ['organization', `${m.organization.name} (${m.organization.organization_id})`],
         ['user', `${m.user.email} (${m.user.user_id})`],
@@ -33,8 +43,8 @@ export function registerAccount(program: Command): void {
         ...(m.key.principal_id ? ([['principal', m.key.principal_id]] as Array<[string, unknown]>) : []),
         ...(m.key.expires_at ? ([['expires', shortTime(m.key.expires_at)]] as Array<[string, unknown]>) : []),
         ...(m.namespace ? ([['namespace', m.namespace.namespace_name]] as Array<[string, unknown]>) : []),
-      ]),
-    );
+      ]);
+    });
   });
 
   clientCommand(program, 'health', 'Show the health of every backing component (exit status 1 when one is down)').action(async (o: ClientOptions) => {

@@ -29,6 +29,8 @@ export interface OperationSpec {
   credits: number;
   /** Parts of the JSON body bounded in size (`x-max-json-bytes`): a 422 above (body-checks.ts: oversizedJson). */
   jsonLimits: readonly JsonLimit[];
+  /** `x-bound-keys`: keys bound to one retriever may call it (every other authenticated route refuses them). */
+  boundKeys: boolean;
 }
 
 export const operations: ReadonlyMap<OperationId, OperationSpec> = new Map(

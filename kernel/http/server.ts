@@ -139,6 +139,7 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
       return;
     }
     ctx.auth = await deps.authenticator.authenticate(req.get('authorization'), {
+      acceptsBoundKeys: ctx.operation!.boundKeys,
       origin,
       socketAddress: req.socket.remoteAddress,
       forwardedFor: req.get('x-forwarded-for'),

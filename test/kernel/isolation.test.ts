@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TenantStore, resolve } from '../../kernel/tokens.js';
-import { startTestKernel, type TestKernel } from '../support/kernel.js';
+import { startTestKernel, type TestKernel, organizationMe } from '../support/kernel.js';
 
 describe('organization isolation', () => {
   let t: TestKernel;
@@ -25,7 +25,7 @@ describe('organization isolation', () => {
 
     const a = t.client(keyA);
     const me = await a.GET('/v1/me', {});
-    orgAId = me.data!.organization.organization_id;
+    orgAId = organizationMe(me.data).organization.organization_id;
     expect((await a.POST('/v1/organizations/users', { body: { email: memberA } })).response.status).toBe(201);
     const created = await a.POST('/v1/organizations/users/{user_email}/api-keys', {
       params: { path: { user_email: memberA } },
@@ -47,7 +47,7 @@ describe('organization isolation', () => {
   it('the two admin keys belong to different organizations', async () => {
     const me = await t.client(keyB).GET('/v1/me', {});
     expect(me.response.status).toBe(200);
-    expect(me.data!.organization.organization_id).toBe(orgBId);
+    expect(organizationMe(me.data).organization.organization_id).toBe(orgBId);
     expect(orgBId).not.toBe(orgAId);
   });
 
@@ -134,7 +134,7 @@ describe('organization isolation', () => {
     expect(fromA.data!.namespace_id).toBe(nsA.namespace_id);
     // X-Namespace by name resolves within the caller's organization.
     const meB = await t.client(keyB, nsA.namespace_name).GET('/v1/me', {});
-    expect(meB.data!.namespace!.namespace_id).toBe(dup.data!.namespace_id);
+    expect(organizationMe(meB.data).namespace!.namespace_id).toBe(dup.data!.namespace_id);
   });
 
   it("X-Namespace naming another organization's namespace is a 404", async () => {
@@ -159,7 +159,7 @@ describe('organization isolation', () => {
     const keyIds = orgUsage.data!.by_key.map((k) => k.key_id);
     expect(keyIds).not.toContain(memberKeyA.key_id);
     const meA = await t.client(keyA).GET('/v1/me', {});
-    expect(keyIds).not.toContain(meA.data!.key.key_id);
+    expect(keyIds).not.toContain(organizationMe(meA.data).key.key_id);
 
     // A can read it.
     const own = await t.client(keyA).GET('/v1/organizations/api-keys/{key_id}/usage', { params: { path } });
@@ -189,12 +189,12 @@ describe('organization isolation', () => {
 
   it("a key of org A reaches nothing of org B's either", async () => {
     const me = await t.client(keyB).GET('/v1/me', {});
-    const bOwner = me.data!.user.email;
+    const bOwner = organizationMe(me.data).user.email;
     const a = t.client(keyA);
     expect((await a.GET('/v1/organizations/users/{user_email}', { params: { path: { user_email: bOwner } } })).response.status).toBe(404);
     expect((await a.GET('/v1/namespaces/{name}', { params: { path: { name: 'beta-space' } } })).response.status).toBe(404);
     expect(
-      (await a.GET('/v1/organizations/api-keys/{key_id}/usage', { params: { path: { key_id: me.data!.key.key_id } } })).response.status,
+      (await a.GET('/v1/organizations/api-keys/{key_id}/usage', { params: { path: { key_id: organizationMe(me.data).key.key_id } } })).response.status,
     ).toBe(404);
   });
 });

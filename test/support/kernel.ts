@@ -8,6 +8,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { inject } from 'vitest';
+import type { components } from '../../generated/openapi.js';
 import pg from 'pg';
 import { deleteTaskStream } from '../../kernel/tasks/jetstream.js';
 import type { Logger } from 'pino';
@@ -173,4 +174,12 @@ export async function startTestKernel(options: TestKernelOptions = {}): Promise<
       for (const cleanup of cleanups.reverse()) await cleanup();
     },
   };
+}
+
+type MeAnswer = components['schemas']['MeResponse'] | components['schemas']['BoundKeyMeResponse'];
+
+/** `GET /v1/me` as an organization key sees it (a key bound to one retriever gets the short form instead). */
+export function organizationMe(data: MeAnswer | undefined): components['schemas']['MeResponse'] {
+  if (!data || 'bound_retriever' in data) throw new Error(`expected an organization key's GET /v1/me answer, got ${JSON.stringify(data)}`);
+  return data;
 }

@@ -16,7 +16,7 @@ import { PluginRegistry, type StageContext, type StageDocument, type StagePlugin
 import { DocumentSource, VectorIndex } from '../../kernel/tokens.js';
 import { featureIndexName } from '../../kernel/vectors/naming.js';
 import { Documents } from '../../plugins/resources/collections/index.js';
-import { startTestKernel, type TestKernel } from './kernel.js';
+import { startTestKernel, type TestKernel, organizationMe } from './kernel.js';
 
 export const CONTRACT_FEATURE_URI = 'tessera://text_extractor@1.0/text_embedding';
 export const CONTRACT_DIMS = 384;
@@ -61,7 +61,7 @@ export async function startStageWorld(options: StageWorldOptions = {}): Promise<
       ? { inferencePlugins: options.inferencePlugins, config: { runTasks: false, inferenceWorkers: 1 } }
       : { config: { runTasks: false } },
   );
-  const organizationId = (await t.client().GET('/v1/me', {})).data!.organization.organization_id;
+  const organizationId = organizationMe((await t.client().GET('/v1/me', {})).data).organization.organization_id;
   const namespace = (await t.client().POST('/v1/namespaces', { body: { namespace_name: 'contract' } })).data!;
   const api = (method: string, path: string, body: unknown) => t.request(method, path, { key: t.adminKey, headers: { 'X-Namespace': 'contract' }, body });
   await api('POST', '/v1/buckets', { bucket_name: 'contract-src' });

@@ -1,4 +1,6 @@
 /** API keys of the organization's users (create, list, get, update, rotate, revoke) and GET /v1/me. */
+import type { components } from '../../../generated/openapi.js';
+import type { AuthContext } from '../../../kernel/auth/authenticator.js';
 import { effectivePermissions, strongestPermission } from '../../../kernel/auth/permissions.js';
 import { operationsForPermission, scopesAllow } from '../../../kernel/auth/scopes.js';
 import { NotAllowedError } from '../../../kernel/errors.js';
@@ -13,9 +15,11 @@ import {
   Announcer,
   KeyStore,
   ResourceIdentifiers,
+  PublishedRetrievers,
   TenantStore,
   createToken,
 } from '../../../kernel/tokens.js';
+import type { PublishedRetrieverDirectory } from '../../../kernel/retrieval/published.js';
 import { ApiKeyService, type Caller } from './service.js';
 import { toApiKey } from './serialize.js';
 
@@ -98,9 +102,10 @@ export default defineResource({
       return { status: 200, body: toApiKey(key, services.get(Clock).now()) };
     },
 
-    getMe: async ({ ctx }) => {
+    getMe: async ({ ctx, services }) => {
       const auth = callerOf(ctx);
       const level = strongestPermission(auth.permissions) ?? 'read';
+      if (auth.boundRetriever) return { status: 200, body: await boundKeyMe(auth, auth.boundRetriever, services.get(PublishedRetrievers)) };
       let namespace;
       if (ctx.namespace) {
         const ns = ctx.namespace;
@@ -143,3 +148,30 @@ export default defineResource({
     },
   },
 });
+
+/**
+ * `GET /v1/me` for a key bound to one retriever: what it executes and where. Such keys are embedded in web
+ * pages: nothing of the organization, its users or its ids is shown to whoever reads the page.
+ */
+async function boundKeyMe(
+  auth: AuthContext,
+  bound: NonNullable<AuthContext['boundRetriever']>,
+  published: PublishedRetrieverDirectory,
+): Promise<components['schemas']['BoundKeyMeResponse']> {
+  const kind = auth.keyType === 'marketplace' ? 'marketplace' : 'retriever';
+  const publication = await published.findByRetrieverId(bound.organizationId, bound.retrieverId);
+  return {
+    key: {
+      key_prefix: auth.keyPrefix,
+      key_type: kind,
+      allowed_origins: auth.allowedOrigins,
+      expires_at: isoOrNull(auth.expiresAt),
+      rate_limit_per_minute: auth.rateLimitPerMinute,
+    },
+    bound_retriever: {
+      kind,
+      public_name: publication?.publicName ?? null,
+      allowed_endpoints: ['POST /v1/public/retrievers/execute', 'POST /v1/public/retrievers/{public_name}/execute'],
+    },
+  };
+}

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestKernel, type TestKernel } from '../../support/kernel.js';
+import { startTestKernel, type TestKernel, organizationMe } from '../../support/kernel.js';
 
 describe('the HTTP kernel', () => {
   let t: TestKernel;
@@ -30,8 +30,8 @@ describe('the HTTP kernel', () => {
   it('answers GET /v1/me for the admin key', async () => {
     const { data, response } = await t.client().GET('/v1/me', {});
     expect(response.status).toBe(200);
-    expect(data?.key.name).toBe('admin-key');
-    expect(data?.capabilities.effective_permissions).toEqual(['read', 'write', 'delete', 'admin']);
+    expect(organizationMe(data).key.name).toBe('admin-key');
+    expect(organizationMe(data).capabilities.effective_permissions).toEqual(['read', 'write', 'delete', 'admin']);
   });
 
   it('refuses a missing or malformed Authorization header with a 401 ErrorResponse', async () => {

@@ -11,7 +11,7 @@ import { seededRandom } from '../../../kernel/random.js';
 import { VectorIndex } from '../../../kernel/tokens.js';
 import { featureIndexName } from '../../../kernel/vectors/naming.js';
 import { Documents } from '../../../plugins/resources/collections/index.js';
-import { startTestKernel, type TestKernel } from '../../support/kernel.js';
+import { startTestKernel, type TestKernel, organizationMe } from '../../support/kernel.js';
 import { CONTRACT_DIMS, CONTRACT_FEATURE_URI, contractVector } from '../../support/stage-contract.js';
 
 const WORDS = ['harbor', 'lamp', 'river', 'stone', 'bread', 'glacier', 'ship', 'valley', 'oven', 'night', 'salt', 'coast'];
@@ -113,7 +113,7 @@ describe('optimizer equivalence on random pipelines', () => {
 
   beforeAll(async () => {
     t = await startTestKernel({ config: { runTasks: false } });
-    const organizationId = (await t.client().GET('/v1/me', {})).data!.organization.organization_id;
+    const organizationId = organizationMe((await t.client().GET('/v1/me', {})).data).organization.organization_id;
     const namespace = (await t.client().POST('/v1/namespaces', { body: { namespace_name: 'equiv' } })).data!;
     const api = (method: string, path: string, body: unknown) => t.request(method, path, { key: t.adminKey, headers: { 'X-Namespace': 'equiv' }, body });
     await api('POST', '/v1/buckets', { bucket_name: 'equiv-src' });

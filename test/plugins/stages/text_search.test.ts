@@ -10,7 +10,7 @@ import type { StageContext, StageDocument } from '../../../kernel/plugins.js';
 import { DatabaseHandle, RootLogger, TextIndex } from '../../../kernel/tokens.js';
 import { DocumentCache } from '../../../plugins/resources/collections/index.js';
 import textSearch, { type TextSearchParameters } from '../../../plugins/stages/text_search/index.js';
-import { startTestKernel, type TestKernel } from '../../support/kernel.js';
+import { startTestKernel, type TestKernel, organizationMe } from '../../support/kernel.js';
 import { runStageContract } from '../../support/stage-contract.js';
 import { ingestTexts, TEXT_MODEL_PLUGIN } from '../../support/text-corpus.js';
 
@@ -67,7 +67,7 @@ beforeAll(async () => {
     inferencePlugins: [TEXT_MODEL_PLUGIN],
     config: { inferenceWorkers: 1, runTasks: false },
   });
-  organizationId = (await t.client().GET('/v1/me', {})).data!.organization.organization_id;
+  organizationId = organizationMe((await t.client().GET('/v1/me', {})).data).organization.organization_id;
   expect((await t.client().POST('/v1/namespaces', { body: { namespace_name: 'texts' } })).response.status).toBe(201);
   chunks = (await ingestTexts(t, { namespace: 'texts', bucket: 'docs', collection: 'chunks' }, TEXTS)).collection;
 }, 180_000);

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { components } from '../../../../generated/openapi.js';
 import { ManualClock } from '../../../../kernel/clock.js';
-import { startTestKernel, type RawResponse, type TestKernel } from '../../../support/kernel.js';
+import { startTestKernel, type RawResponse, type TestKernel, organizationMe } from '../../../support/kernel.js';
 
 type ApiKeyCreateRequest = components['schemas']['ApiKeyCreateRequest'];
 type ApiKeyWithSecret = components['schemas']['ApiKeyWithSecret'];
@@ -83,7 +83,7 @@ beforeAll(async () => {
   // while tests read last_used_at (see the revoke guard test under concurrent flushes).
   t = await startTestKernel({ clock, config: { requestLogFlushMs: 1 } });
   const { data } = await t.client().GET('/v1/me', {});
-  adminKeyId = data!.key.key_id;
+  adminKeyId = organizationMe(data).key.key_id;
 });
 
 afterAll(async () => {

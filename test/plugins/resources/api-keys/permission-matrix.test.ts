@@ -3,7 +3,7 @@
  * its strongest permission reaches the route's; otherwise the answer is a 403 ErrorResponse.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestKernel, type RawResponse, type TestKernel } from '../../../support/kernel.js';
+import { startTestKernel, type RawResponse, type TestKernel, organizationMe } from '../../../support/kernel.js';
 
 type Permission = 'read' | 'write' | 'delete' | 'admin';
 const LEVELS: Permission[] = ['read', 'write', 'delete', 'admin'];
@@ -87,9 +87,9 @@ describe('permission × route matrix', () => {
     for (const level of LEVELS) {
       const { data, response } = await t.client(keys[level]).GET('/v1/me', {});
       expect(response.status).toBe(200);
-      expect(data!.capabilities.permission_level).toBe(level);
-      expect(data!.capabilities.effective_permissions).toEqual(LEVELS.slice(0, LEVELS.indexOf(level) + 1));
-      expect(data!.key.permissions).toEqual([level]);
+      expect(organizationMe(data).capabilities.permission_level).toBe(level);
+      expect(organizationMe(data).capabilities.effective_permissions).toEqual(LEVELS.slice(0, LEVELS.indexOf(level) + 1));
+      expect(organizationMe(data).key.permissions).toEqual([level]);
     }
   });
 
@@ -147,7 +147,7 @@ describe('key management needs admin', () => {
     const res = await t.request('PATCH', `${keysPath()}/only-delete`, { key: keys.delete, body: { permissions: ['admin'] } });
     expectForbidden(res);
     const { data } = await t.client(keys.delete).GET('/v1/me', {});
-    expect(data!.key.permissions).toEqual(['delete']);
+    expect(organizationMe(data).key.permissions).toEqual(['delete']);
   });
 
   it('an admin key can create, rotate and revoke keys', async () => {

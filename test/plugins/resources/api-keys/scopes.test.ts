@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { components } from '../../../../generated/openapi.js';
-import { startTestKernel, type RawResponse, type TestKernel } from '../../../support/kernel.js';
+import { startTestKernel, type RawResponse, type TestKernel, organizationMe } from '../../../support/kernel.js';
 
 type ResourceScope = components['schemas']['ResourceScope'];
 type Permission = components['schemas']['Permission'];
@@ -111,12 +111,12 @@ describe('a key scoped to one namespace by literal name', () => {
       for (const header of [ns.a.name, ns.a.id]) {
         const { data, response } = await t.client(key, header).GET('/v1/me', {});
         expect(response.status).toBe(200);
-        expect(data!.namespace).toMatchObject({ namespace_id: ns.a.id, namespace_name: ns.a.name });
-        expect(data!.namespace!.allowed_operations).toEqual(
+        expect(organizationMe(data).namespace).toMatchObject({ namespace_id: ns.a.id, namespace_name: ns.a.name });
+        expect(organizationMe(data).namespace!.allowed_operations).toEqual(
           expect.arrayContaining(['read_data', 'write_data', 'delete_data', 'modify_infrastructure']),
         );
-        expect(data!.namespace!.allowed_operations).not.toContain('manage_permissions');
-        expect(data!.capabilities.organization_wide).toBe(false);
+        expect(organizationMe(data).namespace!.allowed_operations).not.toContain('manage_permissions');
+        expect(organizationMe(data).capabilities.organization_wide).toBe(false);
       }
     });
 
@@ -143,8 +143,8 @@ describe('a key scoped to one namespace by literal name', () => {
     it('answers without a namespace part when X-Namespace is absent', async () => {
       const { data, response } = await t.client(key).GET('/v1/me', {});
       expect(response.status).toBe(200);
-      expect(data!.namespace).toBeUndefined();
-      expect(data!.key.scopes).toEqual([{ resource_type: 'namespace', resource_id: 'customer_a' }]);
+      expect(organizationMe(data).namespace).toBeUndefined();
+      expect(organizationMe(data).key.scopes).toEqual([{ resource_type: 'namespace', resource_id: 'customer_a' }]);
     });
   });
 });
@@ -223,7 +223,7 @@ describe('operations lists', () => {
   it('are what GET /v1/me reports as allowed in the namespace', async () => {
     const { data, response } = await t.client(key, 'customer_a').GET('/v1/me', {});
     expect(response.status).toBe(200);
-    expect(data!.namespace!.allowed_operations).toEqual(['read_data']);
+    expect(organizationMe(data).namespace!.allowed_operations).toEqual(['read_data']);
   });
 
   it('never grant more than the permissions do', async () => {
@@ -233,7 +233,7 @@ describe('operations lists', () => {
       ['read'],
     );
     const { data } = await t.client(narrow, 'customer_a').GET('/v1/me', {});
-    expect(data!.namespace!.allowed_operations).toEqual(['read_data']);
+    expect(organizationMe(data).namespace!.allowed_operations).toEqual(['read_data']);
     expectForbidden(await t.request('PATCH', '/v1/namespaces/customer_a', { key: narrow, body: { description: 'x' } }));
   });
 
@@ -252,7 +252,7 @@ describe('operations lists', () => {
 describe('organization scopes', () => {
   it('cover every namespace of the organization', async () => {
     const { data: me } = await t.client().GET('/v1/me', {});
-    const key = await createKey('org-scope', [{ resource_type: 'organization', resource_id: me!.organization.organization_id }]);
+    const key = await createKey('org-scope', [{ resource_type: 'organization', resource_id: organizationMe(me).organization.organization_id }]);
     expect(await visibleNamespaces(key)).toEqual(expect.arrayContaining(['customer_a', 'customer_b', 'internal']));
     expect((await t.request('GET', '/v1/namespaces/internal', { key })).status).toBe(200);
   });
@@ -278,7 +278,7 @@ describe('PATCH scopes', () => {
     expect((await t.request('GET', '/v1/namespaces/internal', { key })).status).toBe(200);
     expect(await visibleNamespaces(key)).toEqual(expect.arrayContaining(['customer_a', 'customer_b', 'internal']));
     const me = await t.client(key).GET('/v1/me', {});
-    expect(me.data!.capabilities.organization_wide).toBe(true);
+    expect(organizationMe(me.data).capabilities.organization_wide).toBe(true);
   });
 
   it('a narrower list applies to the very next request', async () => {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Documents } from '../../../../plugins/resources/collections/index.js';
-import { startTestKernel, type TestKernel } from '../../../support/kernel.js';
+import { startTestKernel, type TestKernel, organizationMe } from '../../../support/kernel.js';
 
 describe('documents', () => {
   let t: TestKernel;
@@ -27,7 +27,7 @@ describe('documents', () => {
 
   beforeAll(async () => {
     t = await startTestKernel();
-    organizationId = (await t.client().GET('/v1/me', {})).data!.organization.organization_id;
+    organizationId = organizationMe((await t.client().GET('/v1/me', {})).data).organization.organization_id;
     await t.client().POST('/v1/namespaces', { body: { namespace_name: 'docs' } });
     await api('POST', '/v1/buckets', { bucket_name: 'src' });
     collection = (await api('POST', '/v1/collections/create', { collection_name: 'pages', source: { type: 'bucket', bucket_id: 'src' } })).body;

@@ -142,7 +142,7 @@ describe('marketplace: catalog, subscriptions and sk_marketplace_ isolation', ()
     expect((await anon('POST', '/v1/public/retrievers/chair-market/interactions', { document_id: 'x', interaction_type: ['CLICK'] }, { 'X-Public-API-Key': key })).status).toBe(403);
     let walked = 0;
     for (const op of operations.values()) {
-      if (op.public) continue;
+      if (op.public || op.boundKeys) continue;
       const path = op.path.replace(/\{[^}]+\}/g, 'x');
       for (const namespace of ['mine', 'storefront']) {
         const res = await t().request(op.method.toUpperCase(), path, { key, headers: { 'X-Namespace': namespace } });
@@ -152,9 +152,16 @@ describe('marketplace: catalog, subscriptions and sk_marketplace_ isolation', ()
       walked += 1;
     }
     expect(walked).toBeGreaterThan(50);
-    for (const path of ['/v1/buckets', '/v1/retrievers', '/v1/me']) {
+    for (const path of ['/v1/buckets', '/v1/retrievers']) {
       expect((await t().request('GET', path, { key, headers: { 'X-Namespace': 'mine' } })).status).toBe(403);
     }
+    // GET /v1/me works for every valid key: it says what this one is for, and nothing of the publisher.
+    const me = await t().request('GET', '/v1/me', { key, headers: { 'X-Namespace': 'mine' } });
+    expect(me.status, me.text).toBe(200);
+    expect(Object.keys(me.body).sort()).toEqual(['bound_retriever', 'key']);
+    expect(me.body.key).toMatchObject({ key_type: 'marketplace', key_prefix: expect.stringMatching(/^sk_marketp/) });
+    expect(me.body.bound_retriever).toMatchObject({ kind: 'marketplace', public_name: 'lamp-market' });
+    expect(me.text).not.toMatch(/ret_[0-9a-z]|org_|usr_/);
   });
 
   it('works only while the retriever is published and listed', async () => {

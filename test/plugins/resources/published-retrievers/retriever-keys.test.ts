@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DatabaseHandle, KeyStore } from '../../../../kernel/tokens.js';
-import type { RawResponse } from '../../../support/kernel.js';
+import { organizationMe, type RawResponse } from '../../../support/kernel.js';
 import { startPublishedFixture, type PublishedFixture } from './setup.js';
 
 const SITE = 'https://shop.example.com';
@@ -32,6 +32,11 @@ describe('ret_sk_ keys on the public execute endpoints', () => {
   };
   const byName = (apiKey: string | undefined, headers?: Record<string, string>) => keyed('/v1/public/retrievers/lamp-shop/execute', apiKey, headers);
   const alone = (apiKey: string | undefined, headers?: Record<string, string>) => keyed('/v1/public/retrievers/execute', apiKey, headers);
+  const keyedMe = async (apiKey: string) => {
+    const res = await f.t.request('GET', '/v1/me', { key: apiKey, headers: { 'X-Namespace': 'anything' } });
+    responses.push(res);
+    return res;
+  };
 
   beforeAll(async () => {
     f = await startPublishedFixture();
@@ -89,6 +94,23 @@ describe('ret_sk_ keys on the public execute endpoints', () => {
     expect((await byName(otherKey)).status).toBe(403);
     // The other key alone runs the other retriever.
     expect((await alone(otherKey)).status).toBe(200);
+  });
+
+  it('answers GET /v1/me (it works for every valid key) with what the key executes and nothing of the organization', async () => {
+    const me = await keyedMe(key);
+    expect(me.status, me.text).toBe(200);
+    expect(me.body).toEqual({
+      key: { key_prefix: expect.stringMatching(/^ret_sk_/), key_type: 'retriever', allowed_origins: [SITE, 'https://*.example.org'], expires_at: null, rate_limit_per_minute: null },
+      bound_retriever: { kind: 'retriever', public_name: 'lamp-shop', allowed_endpoints: ['POST /v1/public/retrievers/execute', 'POST /v1/public/retrievers/{public_name}/execute'] },
+    });
+    // A page embedding the key shows it to every visitor: no organization, user, id or email in the answer.
+    const organization = organizationMe((await f.t.client().GET('/v1/me', {})).data);
+    for (const hidden of [organization.organization.organization_id, organization.organization.name, organization.user.email, keyId]) expect(me.text).not.toContain(hidden);
+    for (const path of ['/v1/retrievers', '/v1/organizations/usage']) {
+      const refused = await f.t.request('GET', path, { key, headers: { 'X-Namespace': 'anything' } });
+      expect(refused.status, path).toBe(403);
+      expect(refused.body.error.message).toContain('retriever key (ret_sk_) can only execute');
+    }
   });
 
   it('refuses other keys, no key and garbage on the key-alone endpoint', async () => {

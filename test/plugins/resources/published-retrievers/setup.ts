@@ -1,6 +1,6 @@
 /** A kernel with one namespace, one collection of six documents and helpers to publish retrievers over it. */
 import { Documents } from '../../../../plugins/resources/collections/index.js';
-import { startTestKernel, type RawResponse, type TestKernel } from '../../../support/kernel.js';
+import { startTestKernel, type RawResponse, type TestKernel, organizationMe } from '../../../support/kernel.js';
 
 export const NS = 'storefront';
 
@@ -24,7 +24,7 @@ export const SECRET_NOTE = 'internal-note-9f3a7c';
 export async function startPublishedFixture(config: { signingSecret?: string } = {}): Promise<PublishedFixture> {
   const t = await startTestKernel({ config: { runTasks: false, ...config } });
   const me = (await t.client().GET('/v1/me', {})).data!;
-  const organizationId = me.organization.organization_id;
+  const organizationId = organizationMe(me).organization.organization_id;
   const api = (method: string, path: string, body?: unknown) =>
     t.request(method, path, { key: t.adminKey, headers: { 'X-Namespace': NS }, ...(body !== undefined ? { body } : {}) });
   const anon = (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../../kernel/clock.js';
 import { DatabaseHandle, EventBus, TaskQueue } from '../../../../kernel/tokens.js';
 import { Documents } from '../../../../plugins/resources/collections/index.js';
-import { startTestKernel, type TestKernel } from '../../../support/kernel.js';
+import { startTestKernel, type TestKernel, organizationMe } from '../../../support/kernel.js';
 
 const NS = 'cached';
 const DIMS = 384;
@@ -70,7 +70,7 @@ describe('retriever cache', () => {
 
   beforeAll(async () => {
     t = await startTestKernel({ clock, config: { runTasks: false } });
-    organizationId = (await t.client().GET('/v1/me', {})).data!.organization.organization_id;
+    organizationId = organizationMe((await t.client().GET('/v1/me', {})).data).organization.organization_id;
     await t.client().POST('/v1/namespaces', { body: { namespace_name: NS } });
     await api('POST', '/v1/buckets', { bucket_name: 'src' });
     const created = await api('POST', '/v1/collections/create', {

@@ -14,7 +14,7 @@ import { keysetStart } from '../../../../kernel/retrieval/pagination.js';
 import { BlobStore } from '../../../../kernel/tokens.js';
 import builtins from '../../../../plugins/index.js';
 import { Documents } from '../../../../plugins/resources/collections/index.js';
-import { startTestKernel, type TestKernel } from '../../../support/kernel.js';
+import { startTestKernel, type TestKernel, organizationMe } from '../../../support/kernel.js';
 import { counterStage, gateStage, stageGate } from '../../../support/plugins/gate-stage.js';
 
 const NS = 'streams';
@@ -70,7 +70,7 @@ describe('retriever execution: streaming, cursor and keyset pages, presigned URL
 
   beforeAll(async () => {
     t = await startTestKernel({ config: { runTasks: false }, plugins: [...builtins, gateStage, counterStage] });
-    organizationId = (await t.client().GET('/v1/me', {})).data!.organization.organization_id;
+    organizationId = organizationMe((await t.client().GET('/v1/me', {})).data).organization.organization_id;
     await t.client().POST('/v1/namespaces', { body: { namespace_name: NS } });
     await api('POST', '/v1/buckets', { bucket_name: 'src' });
     collection = (await api('POST', '/v1/collections/create', { collection_name: 'products', source: { type: 'bucket', bucket_id: 'src' } })).body;

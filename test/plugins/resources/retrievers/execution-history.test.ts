@@ -4,7 +4,7 @@ import { DatabaseHandle } from '../../../../kernel/tokens.js';
 import { Documents } from '../../../../plugins/resources/collections/index.js';
 import { ExecutionHistory } from '../../../../plugins/resources/retrievers/execution-history.js';
 import type { ExecutionRow, RetrieverStore } from '../../../../plugins/resources/retrievers/store.js';
-import { startTestKernel, type TestKernel } from '../../../support/kernel.js';
+import { startTestKernel, type TestKernel, organizationMe } from '../../../support/kernel.js';
 
 const NS = 'history';
 
@@ -23,7 +23,7 @@ describe('retriever execution history, written behind the answer', () => {
 
   beforeAll(async () => {
     t = await startTestKernel({ config: { runTasks: false } });
-    const organizationId = (await t.client().GET('/v1/me', {})).data!.organization.organization_id;
+    const organizationId = organizationMe((await t.client().GET('/v1/me', {})).data).organization.organization_id;
     await t.client().POST('/v1/namespaces', { body: { namespace_name: NS } });
     await api('POST', '/v1/buckets', { bucket_name: 'src' });
     const collection = (await api('POST', '/v1/collections/create', { collection_name: 'things', source: { type: 'bucket', bucket_id: 'src' } })).body;

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DatabaseHandle } from '../../../../kernel/tokens.js';
 import { Documents } from '../../../../plugins/resources/collections/index.js';
-import { startTestKernel, type TestKernel } from '../../../support/kernel.js';
+import { startTestKernel, type TestKernel, organizationMe } from '../../../support/kernel.js';
 
 const NS = 'shop';
 
@@ -29,7 +29,7 @@ describe('retrievers: resource, execution engine and history', () => {
 
   beforeAll(async () => {
     t = await startTestKernel({ config: { runTasks: false } });
-    const organizationId = (await t.client().GET('/v1/me', {})).data!.organization.organization_id;
+    const organizationId = organizationMe((await t.client().GET('/v1/me', {})).data).organization.organization_id;
     await t.client().POST('/v1/namespaces', { body: { namespace_name: NS } });
     await api('POST', '/v1/buckets', { bucket_name: 'src' });
     collection = (await api('POST', '/v1/collections/create', { collection_name: 'products', source: { type: 'bucket', bucket_id: 'src' } })).body;

@@ -17,7 +17,7 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DatabaseHandle } from '../../../../kernel/tokens.js';
 import { Documents } from '../../../../plugins/resources/collections/index.js';
-import { startTestKernel, type TestKernel } from '../../../support/kernel.js';
+import { startTestKernel, type TestKernel, organizationMe } from '../../../support/kernel.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const REQUIRED = process.env.TESSERA_REQUIRE_BROWSER === '1';
@@ -83,7 +83,7 @@ describe.skipIf(!HAVE_BROWSER && !REQUIRED)('the search page in a browser', () =
     for (const [i, lamp] of LAMPS.entries()) {
       const png = await sharp({ create: { width: 160, height: 120, channels: 3, background: lamp.color } }).png().toBuffer();
       await t.kernel.services.get(Documents).upsert({
-        organizationId: me.organization.organization_id, namespaceId: collection.namespace_id, collectionId: collection.collection_id,
+        organizationId: organizationMe(me).organization.organization_id, namespaceId: collection.namespace_id, collectionId: collection.collection_id,
         sourceKey: `lamp-${i}`, rootObjectId: `obj_lamp${i}`, sourceCollectionId: null, sourceDocumentId: null, processingTier: 0,
         fields: { name: lamp.name, price: lamp.price, rating: lamp.rating, summary: lamp.summary, image: `data:image/png;base64,${png.toString('base64')}`, sku: `L-${i}`, search_text: lamp.name.toLowerCase() },
       });
@@ -91,7 +91,7 @@ describe.skipIf(!HAVE_BROWSER && !REQUIRED)('the search page in a browser', () =
     // More than a page (20) of spare bulbs: "Show more results" runs a second execution.
     for (let i = 0; i < 22; i++) {
       await t.kernel.services.get(Documents).upsert({
-        organizationId: me.organization.organization_id, namespaceId: collection.namespace_id, collectionId: collection.collection_id,
+        organizationId: organizationMe(me).organization.organization_id, namespaceId: collection.namespace_id, collectionId: collection.collection_id,
         sourceKey: `bulb-${i}`, rootObjectId: `obj_bulb${i}`, sourceCollectionId: null, sourceDocumentId: null, processingTier: 0,
         fields: { name: `Spare bulb ${i}`, price: 2 + i, rating: 4, summary: 'A spare bulb', sku: `B-${i}`, search_text: `spare bulb ${i}` },
       });

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TesseraClient } from '../../../../generated/client.js';
 import { ManualClock } from '../../../../kernel/clock.js';
-import { startTestKernel, type TestKernel } from '../../../support/kernel.js';
+import { startTestKernel, type TestKernel, organizationMe } from '../../../support/kernel.js';
 
 const DAY1 = new Date('2026-03-09T10:00:00Z');
 const DAY2 = new Date('2026-03-10T12:00:00Z');
@@ -142,7 +142,7 @@ describe('usage', () => {
       expect(res.response.status).toBe(200);
       const u = res.data!;
       const me = await admin.GET('/v1/me', {});
-      expect(u.organization_id).toBe(me.data!.organization.organization_id);
+      expect(u.organization_id).toBe(organizationMe(me.data).organization.organization_id);
       expect(new Date(u.end).getTime() - new Date(u.start).getTime()).toBe(WEEK_MS);
 
       const row = u.by_key.find((k) => k.key_id === metered.key_id);
