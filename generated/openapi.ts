@@ -2178,7 +2178,7 @@ export interface components {
                 allowed_endpoints: string[];
                 /** @enum {string} */
                 kind: "retriever" | "marketplace";
-                /** @description The name it is published under */
+                /** @description The name it is published under, or null while unpublished. */
                 public_name: string | null;
             };
             key: {
