@@ -8,7 +8,7 @@
 import { defineStage, type StageDocument, type StageParameterProblem } from '../../../kernel/plugins.js';
 import { readPath } from '../../../kernel/retrieval/documents.js';
 import { fieldPathSchema } from '../../../kernel/retrieval/schemas.js';
-import { ENCODINGS, tokenCounter, type EncodingName, type TokenCounter } from './tokens.js';
+import { ENCODINGS, tokenCounter, type EncodingName, type Pause, type TokenCounter } from './tokens.js';
 
 export interface RagPrepareParameters {
   max_tokens?: number;
@@ -49,6 +49,17 @@ const SLICE_MS = 10;
 
 const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
+/** A Pause that lets other work run once SLICE_MS have passed since it last did (counting may take a while). */
+function timeSlices(): Pause {
+  let sliceStart = Date.now();
+  return () => {
+    if (Date.now() - sliceStart <= SLICE_MS) return;
+    return yieldToEventLoop().then(() => {
+      sliceStart = Date.now();
+    });
+  };
+}
+
 /** A document's text: its `text_fields`, in order, joined by new lines (lists by new lines, objects as JSON). */
 function textOf(doc: StageDocument, fields: readonly string[]): string {
   const parts: string[] = [];
@@ -81,7 +92,7 @@ interface Entry {
  * Fits one document's entry into `remaining` tokens: whole, or with its text cut when `truncate` allows.
  * Undefined when nothing of it fits.
  */
-function fitEntry(counter: TokenCounter, template: string, prefix: string, doc: StageDocument, n: number, text: string, remaining: number, truncate: boolean) {
+async function fitEntry(counter: TokenCounter, pause: Pause, template: string, prefix: string, doc: StageDocument, n: number, text: string, remaining: number, truncate: boolean) {
   const values = (t: string) => ({
     n: String(n),
     text: t,
@@ -90,17 +101,17 @@ function fitEntry(counter: TokenCounter, template: string, prefix: string, doc: 
     score: typeof doc.score === 'number' ? String(Math.round(doc.score * 10_000) / 10_000) : '',
   });
   const whole = format(template, values(text));
-  const fit = counter.head(prefix + whole, remaining);
+  const fit = await counter.headAsync(prefix + whole, remaining, pause);
   if (fit.whole) return { text: whole, tokens: fit.tokens, truncated: false };
   if (!truncate) return undefined;
   // Cut the text, not the template: the number and any source line stay.
-  let textBudget = remaining - counter.count(prefix + format(template, values('')));
+  let textBudget = remaining - (await counter.countAsync(prefix + format(template, values('')), pause));
   let best: { text: string; tokens: number; truncated: true } | undefined;
   for (let attempt = 0; attempt < 8 && textBudget > 0; attempt++) {
-    const cut = counter.head(text, textBudget);
+    const cut = await counter.headAsync(text, textBudget, pause);
     if (cut.tokens === 0) break;
     const entry = format(template, values(cut.text));
-    const tokens = counter.count(prefix + entry);
+    const tokens = await counter.countAsync(prefix + entry, pause);
     if (tokens > remaining) {
       if (best) break;
       textBudget = cut.tokens - (tokens - remaining);
@@ -109,7 +120,9 @@ function fitEntry(counter: TokenCounter, template: string, prefix: string, doc: 
     if (!best || tokens > best.tokens) best = { text: entry, tokens, truncated: true };
     if (tokens === remaining) break;
     // The text's tokens were counted apart from the template's and may merge with them: use what is left.
-    textBudget = cut.tokens + (remaining - tokens);
+    const nextBudget = cut.tokens + (remaining - tokens);
+    if (nextBudget === textBudget) break; // the same budget would give the same cut again
+    textBudget = nextBudget;
   }
   return best;
 }
@@ -163,16 +176,13 @@ export default defineStage<RagPrepareParameters>({
     const entries: Entry[] = [];
     let used = 0;
     let leftOut = false;
-    let sliceStart = Date.now();
+    const pause = timeSlices();
     for (const doc of docs) {
-      if (Date.now() - sliceStart > SLICE_MS) {
-        await yieldToEventLoop();
-        sliceStart = Date.now();
-      }
+      await pause();
       const text = textOf(doc, p.text_fields);
       if (text === '') continue;
       const fit = used < limit
-        ? fitEntry(counter, p.template, entries.length > 0 ? p.separator : '', doc, entries.length + 1, text, limit - used, p.truncate)
+        ? await fitEntry(counter, pause, p.template, entries.length > 0 ? p.separator : '', doc, entries.length + 1, text, limit - used, p.truncate)
         : undefined;
       if (!fit) {
         leftOut = true;
@@ -190,12 +200,12 @@ export default defineStage<RagPrepareParameters>({
     // Entries were counted one by one; the context is counted whole (the number the model sees) and
     // trimmed in the rare case joining made it longer than the budget.
     let context = entries.map((e, i) => (i > 0 ? p.separator : '') + e.text).join('');
-    let tokenCount = counter.count(context);
+    let tokenCount = await counter.countAsync(context, pause);
     while (tokenCount > limit && entries.length > 0) {
       entries.pop();
       leftOut = true;
       context = entries.map((e, i) => (i > 0 ? p.separator : '') + e.text).join('');
-      tokenCount = counter.count(context);
+      tokenCount = await counter.countAsync(context, pause);
     }
 
     budget.llmTokens = (budget.llmTokens ?? 0) + tokenCount;

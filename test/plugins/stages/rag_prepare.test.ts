@@ -1,3 +1,4 @@
+import { Tiktoken } from 'js-tiktoken/lite';
 import { describe, expect, it } from 'vitest';
 import stage, { CONTEXT_DOCUMENT_ID } from '../../../plugins/stages/rag_prepare/index.js';
 import { segments, tokenCounter } from '../../../plugins/stages/rag_prepare/tokens.js';
@@ -135,5 +136,108 @@ describe('rag_prepare', () => {
   it('cuts only pathological runs, so ordinary text is counted exactly', () => {
     expect(segments('ordinary text, with punctuation.\n\nAnd lines.')).toEqual(['ordinary text, with punctuation.\n\nAnd lines.']);
     expect(segments(`x ${'b'.repeat(450)} y`).map((s) => s.length)).toEqual([202, 200, 52]);
+  });
+
+  // js-tiktoken's own encoder is the reference: this one must give its tokens for any text without long runs.
+  const references = new Map<string, Tiktoken>();
+  const reference = async (name: 'o200k_base' | 'cl100k_base') => {
+    const ranks = name === 'o200k_base' ? (await import('js-tiktoken/ranks/o200k_base')).default : (await import('js-tiktoken/ranks/cl100k_base')).default;
+    if (!references.has(name)) references.set(name, new Tiktoken(ranks));
+    return references.get(name)!;
+  };
+  const ordinary = [
+    'hello world',
+    'The quick brown fox jumps over the lazy dog. It\'s 3:45pm; they\'ll arrive at 12,345.67 USD!',
+    "  leading spaces\n\n\ttabs\r\nand CRLF   \n",
+    'function f(x: number): string { return `${x}`; } // code => [1, 2, 3]',
+    'Ünïcödé naïve café résumé — “quotes” … ½ ﬁ',
+    '日本語のテキストと中文文本，한국어 텍스트。',
+    'Emoji 😀👍🏽👨‍👩‍👧 and flags 🇫🇷🇯🇵, combining e\u0301 and zero\u200dwidth',
+    'SHOUTING WORDS and MixedCase iPhone JSONParser HTTPServer',
+    'unusualconcatenatedwordsthatneedmanymerges antidisestablishmentarianism',
+    "don't WON'T we've I'M you'd",
+    'a <|endoftext|> b <|endofprompt|>',
+    '\u00a0non\u2028breaking\u3000spaces',
+  ];
+
+  it('gives the tokens of js-tiktoken for ordinary text, in both encodings', async () => {
+    for (const name of ['o200k_base', 'cl100k_base'] as const) {
+      const [counter, tiktoken] = await Promise.all([tokenCounter(name), reference(name)]);
+      for (const text of ordinary) {
+        const expected = tiktoken.encode(text, [], []);
+        expect(counter.encode(text), `${name}: ${text}`).toEqual(expected);
+        expect(counter.count(text)).toBe(expected.length);
+      }
+      const all = ordinary.join('\n');
+      expect(counter.encode(all)).toEqual(tiktoken.encode(all, [], []));
+    }
+  });
+
+  it('counts 200,000 letters and 20,000 emoji correctly, as runs cut every 200 characters', async () => {
+    const counter = await tokenCounter('o200k_base');
+    const tiktoken = await reference('o200k_base');
+    // A run of 200,000 letters is 1,000 segments of 200; 20,000 emoji (40,000 code units) are 200 of 100 emoji.
+    expect(counter.count('a'.repeat(200_000))).toBe(1000 * tiktoken.encode('a'.repeat(200), [], []).length);
+    expect(counter.count('a'.repeat(200_000))).toBe(25_000);
+    const hundred = tiktoken.encode('😀'.repeat(100), [], []);
+    expect(counter.encode('😀'.repeat(20_000))).toEqual(Array.from({ length: 200 }, () => hundred).flat());
+    expect(counter.count('😀'.repeat(20_000))).toBe(20_000);
+
+    // Through the stage the whole text fits a large budget (the counts are those the stage gave before).
+    // Contexts are compared as booleans: a failing diff of 200,000 characters is unreadable.
+    const letters = await contextOf({ max_tokens: 1_000_000 }, [doc('a', 'a'.repeat(200_000), 1)]);
+    expect(letters.context === `[1] ${'a'.repeat(200_000)}`).toBe(true);
+    expect(letters).toMatchObject({ token_count: 25_005, truncated: false });
+    const emoji = await contextOf({ max_tokens: 1_000_000 }, [doc('e', '😀'.repeat(20_000), 1)]);
+    expect(emoji.context === `[1] ${'😀'.repeat(20_000)}`).toBe(true);
+    expect(emoji).toMatchObject({ token_count: 20_003, truncated: false });
+    // Cut to a small budget: whole emoji only, "[1] " taking 3 tokens.
+    const cut = await contextOf({ max_tokens: 1000 }, [doc('e', '😀'.repeat(20_000), 1)]);
+    expect(cut).toMatchObject({ context: `[1] ${'😀'.repeat(997)}`, token_count: 1000, truncated: true });
+  });
+
+  it('never cuts a run inside a surrogate pair', async () => {
+    const loneSurrogate = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+    const text = `x${'😀'.repeat(300)}`; // the emoji start at odd offsets: a cut every 200 would split one
+    const parts = segments(text);
+    expect(parts.join('')).toBe(text);
+    expect(parts.length).toBeGreaterThan(1);
+    for (const part of parts) expect(part).not.toMatch(loneSurrogate);
+    const counter = await tokenCounter('o200k_base');
+    const tiktoken = await reference('o200k_base');
+    expect(counter.encode(text)).toEqual(parts.flatMap((part) => tiktoken.encode(part, [], [])));
+    const head = counter.head(text, 150);
+    expect(head.text).not.toMatch(loneSurrogate);
+    expect(head.tokens).toBeLessThanOrEqual(150);
+    expect(counter.count(head.text)).toBe(head.tokens);
+  });
+
+  it('reads only as much text as the budget needs, and lets other work run while counting', async () => {
+    const counter = await tokenCounter('o200k_base');
+    const english = 'It was the best of times, it was the worst of times. '.repeat(20_000); // ~1 MB
+    // With a limit it stops at the first piece past it: a few tokens, not the ~250,000 of the whole text.
+    expect(counter.encode(english, 10).length).toBe(11);
+    expect(counter.encode('a'.repeat(200_000), 10).length).toBeLessThanOrEqual(10 + 25);
+    expect(counter.head(english, 12)).toEqual({ text: 'It was the best of times, it was the worst of', tokens: 12, whole: false });
+    // The async forms pause every few thousand characters, with the same results.
+    let pauses = 0;
+    const pause = () => {
+      pauses++;
+    };
+    expect(await counter.countAsync(english, pause)).toBe(counter.count(english));
+    expect(pauses).toBeGreaterThan(english.length / 10_000);
+    expect(await counter.headAsync(english, 1000, pause)).toEqual(counter.head(english, 1000));
+  });
+
+  it('encodes in bounded chunks a piece the pattern would take whole', async () => {
+    // o200k's pattern matches punctuation followed by any number of "\n/" as one piece.
+    const counter = await tokenCounter('o200k_base');
+    const tiktoken = await reference('o200k_base');
+    const short = `!${'\n/'.repeat(100)}`; // within bounds: exactly js-tiktoken's tokens
+    expect(counter.encode(short)).toEqual(tiktoken.encode(short, [], []));
+    const long = `!${'\n/'.repeat(100_000)}`;
+    const tokens = counter.count(long);
+    expect(tokens).toBeGreaterThan(long.length / 200);
+    expect(counter.head(long, 1_000_000)).toEqual({ text: long, tokens, whole: true });
   });
 });
