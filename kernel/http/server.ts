@@ -155,15 +155,17 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
   /**
    * 3. Body and OpenAPI validation. Binary operations (blob PUT/GET) stream their bodies themselves. A JSON
    * request with no body where one is required (no bytes, with or without a Content-Type) is a 422 like any
-   * other missing field (the validator would call it an unsupported media type, or pass it on). PostgreSQL text and jsonb cannot hold U+0000 or unpaired
-   * surrogates: those are refused (422) before anything hands them to the database.
+   * other missing field (the validator would call it an unsupported media type, or pass it on). PostgreSQL
+   * text and jsonb cannot hold U+0000 or unpaired surrogates: those are refused (422) before anything hands
+   * them to the database.
    */
   async function readBody(req: Request, res: Response, operation: OperationSpec): Promise<void> {
     if (operation.body === 'binary') return;
     const hasBody = req.get('transfer-encoding') !== undefined || Number(req.get('content-length') ?? 0) > 0;
-    const missing = () => new RequestValidationError([{ loc: ['body'], msg: 'A JSON request body is required', type: 'missing' }]);
     // Also with a Content-Type but no bytes: the handler would otherwise get no body at all.
-    if (!hasBody && bodyRequired.has(operation.operationId)) throw missing();
+    if (!hasBody && bodyRequired.has(operation.operationId)) {
+      throw new RequestValidationError([{ loc: ['body'], msg: 'A JSON request body is required', type: 'missing' }]);
+    }
     if (hasBody || req.get('content-type') !== undefined) await run(json, req, res);
     arrayLimits.check(arrayLimits.bodySchema(operation.path, operation.method), req.body, ['body']);
     const accepted = precheck.accepts(operation.path, operation.method, {
