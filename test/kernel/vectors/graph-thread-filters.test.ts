@@ -54,9 +54,16 @@ for (const graphThread of [true, false]) {
     let lanceDir: string;
     let index: HnswMemoryIndex;
     let shared: string;
+    /**
+     * The durable engine is LanceDB (PostgreSQL without pgvector): it has no `regex`, so what it answers itself
+     * (count, deleteWhere) refuses such filters with a 422, while the graph still answers searches.
+     */
+    let lance = false;
+    const hasRegex = (filter: ParsedFilter) => JSON.stringify(filter).includes('"operator":"regex"');
 
     beforeAll(async () => {
       handle = await database();
+      lance = !handle.hasPgvector;
       lanceDir = await mkdtemp(path.join(tmpdir(), 'tessera-graph-filters-'));
       const opened = createVectorIndex({
         engine: handle.hasPgvector ? 'pgvector' : 'lancedb',
@@ -84,7 +91,8 @@ for (const graphThread of [true, false]) {
       expect(index.lastPlan(name)).toBeDefined();
       expect(index.graphThread?.starts ?? 0).toBe(graphThread ? 1 : 0);
       expect(hits.map((h) => h.id).sort()).toEqual(expected);
-      expect(await index.count(name, filter)).toBe(expected.length);
+      if (lance && hasRegex(filter)) await expect(index.count(name, filter)).rejects.toThrow(/not supported by the LanceDB/);
+      else expect(await index.count(name, filter)).toBe(expected.length);
       return expected;
     };
 
@@ -131,6 +139,10 @@ for (const graphThread of [true, false]) {
       await index.ensureIndex({ name, dims: DIMS, distance: 'cosine' });
       await index.upsert(name, records);
       const filter = parseFilter({ AND: [{ field: 'metadata.title', operator: 'regex', value: '^ITEM 1\\d\\d' }] });
+      if (lance) {
+        await expect(index.deleteWhere(name, filter)).rejects.toThrow(/not supported by the LanceDB/);
+        return index.dropIndex(name);
+      }
       const doomed = records.filter((r) => matchesFilter(filter, r.payload));
       expect(doomed.length).toBeGreaterThan(0);
       expect(await index.deleteWhere(name, filter)).toBe(doomed.length);
