@@ -234,149 +234,162 @@ class Vocabulary {
   }
 }
 
-// Work arrays of the encoder, grown as needed and reused (encoding is synchronous); module-level functions,
-// not closures, keep the merge loop fast.
-let pieceBytes = Buffer.alloc(4 * MAX_PIECE);
-/** Parts of the piece being merged are named by their first byte: part i ends where part next[i] starts. */
-let next = new Int32Array(0);
-let prev = new Int32Array(0);
-let partToken = new Int32Array(0);
-let partHash = new Int32Array(0);
-/** Of the pair that starts at part i: its token (-1 if none) and that token's hash. */
-let pairToken = new Int32Array(0);
-let pairHash = new Int32Array(0);
-/**
- * Pairs that are tokens, as token << POSITION_BITS | first byte: the smallest is the lowest rank, leftmost
- * (tiktoken's order). Ranks are below 2^20 (checked on loading) and a piece is at most 3 * MAX_PIECE < 2^11
- * bytes, so a key is an int.
- */
-let heap = new Int32Array(0);
-let heapSize = 0;
 const POSITION_MASK = (1 << POSITION_BITS) - 1;
 
-function heapDown(i: number, key: number): void {
-  for (;;) {
-    let child = 2 * i + 1;
-    if (child >= heapSize) break;
-    if (child + 1 < heapSize && heap[child + 1]! < heap[child]!) child++;
-    const below = heap[child]!;
-    if (below >= key) break;
-    heap[i] = below;
-    i = child;
-  }
-  heap[i] = key;
-}
-
-function heapPush(key: number): void {
-  let i = heapSize++;
-  while (i > 0) {
-    const parent = (i - 1) >> 1;
-    const above = heap[parent]!;
-    if (above <= key) break;
-    heap[i] = above;
-    i = parent;
-  }
-  heap[i] = key;
-}
-
-/** Looks up the pair that starts at part i and queues it when it is a token. */
-function rankPair(vocab: Vocabulary, n: number, i: number): void {
-  const j = next[i]!;
-  if (j >= n) {
-    pairToken[i] = -1;
-    return;
-  }
-  const k = next[j]!;
-  let t = -1;
-  let hash = 0;
-  if (k - i <= vocab.maxLength) {
-    hash = (Math.imul(partHash[i]!, vocab.powers[k - j]!) + partHash[j]!) | 0;
-    t = vocab.find(pieceBytes, i, k, hash);
-  }
-  pairToken[i] = t;
-  pairHash[i] = hash;
-  if (t >= 0) heapPush((t << POSITION_BITS) | i);
-}
-
 /**
- * Pushes the tokens of pieceBytes[0..n) to `out`: tiktoken's merges (lowest rank first, leftmost among
- * equals), found with a heap of the pairs' ranks (stale entries are skipped when popped), not a rescan per merge.
+ * Encodes pieces of text with one vocabulary. Its work arrays are grown as needed and reused: encoding is
+ * synchronous, so one encoder per vocabulary serves every caller.
  */
-function bytePairEncode(vocab: Vocabulary, n: number, out: number[]): void {
-  if (next.length < n + 1) {
-    const capacity = 2 * (n + 1);
-    next = new Int32Array(capacity);
-    prev = new Int32Array(capacity);
-    partToken = new Int32Array(capacity);
-    partHash = new Int32Array(capacity);
-    pairToken = new Int32Array(capacity);
-    pairHash = new Int32Array(capacity);
-    heap = new Int32Array(3 * capacity); // n - 1 pairs at first, at most 2 more a merge
-  }
-  heapSize = 0;
-  for (let i = 0; i < n; i++) {
-    const b = pieceBytes[i]!;
-    next[i] = i + 1;
-    prev[i] = i - 1;
-    partToken[i] = vocab.byteToken[b]!;
-    partHash[i] = b;
-    pairToken[i] = -1;
-    if (i + 1 === n) continue;
-    // Two bytes: from a table, not the hash table.
-    const t = vocab.pairToken[(b << 8) | pieceBytes[i + 1]!]!;
-    pairToken[i] = t;
-    pairHash[i] = (Math.imul(b, HASH_BASE) + pieceBytes[i + 1]!) | 0;
-    if (t >= 0) heap[heapSize++] = (t << POSITION_BITS) | i;
-  }
-  for (let i = (heapSize >> 1) - 1; i >= 0; i--) heapDown(i, heap[i]!);
-  while (heapSize > 0) {
-    const key = heap[0]!;
-    heapSize--;
-    if (heapSize > 0) heapDown(0, heap[heapSize]!);
-    const t = key >> POSITION_BITS;
-    const i = key & POSITION_MASK;
-    if (pairToken[i] !== t) continue; // stale: the pair was merged or changed since
-    const j = next[i]!;
-    const k = next[j]!;
-    next[i] = k;
-    if (k < n) prev[k] = i;
-    pairToken[j] = -1; // part j is gone: its entries are stale
-    partToken[i] = t;
-    partHash[i] = pairHash[i]!;
-    rankPair(vocab, n, i);
-    if (i > 0) rankPair(vocab, n, prev[i]!);
-  }
-  for (let i = 0; i < n; i = next[i]!) out.push(partToken[i]!);
-}
+class PieceEncoder {
+  private pieceBytes = Buffer.alloc(4 * MAX_PIECE);
+  /** Parts of the piece being merged are named by their first byte: part i ends where part next[i] starts. */
+  private next = new Int32Array(0);
+  private prev = new Int32Array(0);
+  private partToken = new Int32Array(0);
+  private partHash = new Int32Array(0);
+  /** Of the pair that starts at part i: its token (-1 if none) and that token's hash. */
+  private pairToken = new Int32Array(0);
+  private pairHash = new Int32Array(0);
+  /**
+   * Pairs that are tokens, as token << POSITION_BITS | first byte: the smallest is the lowest rank, leftmost
+   * (tiktoken's order). Ranks are below 2^20 (checked on loading) and a piece is at most 3 * MAX_PIECE < 2^11
+   * bytes, so a key is an int.
+   */
+  private heap = new Int32Array(0);
+  private heapSize = 0;
 
-/** Puts the UTF-8 bytes of `piece` in pieceBytes; their number. */
-function utf8(piece: string): number {
-  if (pieceBytes.length < 3 * piece.length) pieceBytes = Buffer.alloc(3 * piece.length);
-  for (let i = 0; i < piece.length; i++) {
-    const c = piece.charCodeAt(i);
-    if (c > 0x7f) return pieceBytes.write(piece, 'utf8'); // a lone surrogate becomes U+FFFD, as with TextEncoder
-    pieceBytes[i] = c;
-  }
-  return piece.length;
-}
+  constructor(private readonly vocab: Vocabulary) {}
 
-function encodePiece(vocab: Vocabulary, piece: string, out: number[]): void {
-  const n = utf8(piece);
-  const t = n <= vocab.maxLength ? vocab.find(pieceBytes, 0, n, vocab.hash(pieceBytes, 0, n)) : -1;
-  if (t >= 0) {
-    out.push(t);
-    return;
+  /** Pushes the tokens of `piece` to `out`. */
+  encode(piece: string, out: number[]): void {
+    const vocab = this.vocab;
+    const n = this.utf8(piece);
+    const t = n <= vocab.maxLength ? vocab.find(this.pieceBytes, 0, n, vocab.hash(this.pieceBytes, 0, n)) : -1;
+    if (t >= 0) {
+      out.push(t);
+      return;
+    }
+    // Keyed by a copy of the bytes: a slice of the text would keep all of the text alive.
+    const key = this.pieceBytes.toString('latin1', 0, n);
+    let tokens = vocab.merged.get(key);
+    if (!tokens) {
+      tokens = [];
+      this.bytePairEncode(n, tokens);
+      if (vocab.merged.size >= MERGED_CACHE) vocab.merged.clear();
+      vocab.merged.set(key, tokens);
+    }
+    for (const token of tokens) out.push(token);
   }
-  // Keyed by a copy of the bytes: a slice of the text would keep all of the text alive.
-  const key = pieceBytes.toString('latin1', 0, n);
-  let tokens = vocab.merged.get(key);
-  if (!tokens) {
-    tokens = [];
-    bytePairEncode(vocab, n, tokens);
-    if (vocab.merged.size >= MERGED_CACHE) vocab.merged.clear();
-    vocab.merged.set(key, tokens);
+
+  /** Puts the UTF-8 bytes of `piece` in pieceBytes; their number. */
+  private utf8(piece: string): number {
+    if (this.pieceBytes.length < 3 * piece.length) this.pieceBytes = Buffer.alloc(3 * piece.length);
+    const bytes = this.pieceBytes;
+    for (let i = 0; i < piece.length; i++) {
+      const c = piece.charCodeAt(i);
+      if (c > 0x7f) return bytes.write(piece, 'utf8'); // a lone surrogate becomes U+FFFD, as with TextEncoder
+      bytes[i] = c;
+    }
+    return piece.length;
   }
-  for (const token of tokens) out.push(token);
+
+  private heapDown(i: number, key: number): void {
+    const heap = this.heap;
+    for (;;) {
+      let child = 2 * i + 1;
+      if (child >= this.heapSize) break;
+      if (child + 1 < this.heapSize && heap[child + 1]! < heap[child]!) child++;
+      const below = heap[child]!;
+      if (below >= key) break;
+      heap[i] = below;
+      i = child;
+    }
+    heap[i] = key;
+  }
+
+  private heapPush(key: number): void {
+    const heap = this.heap;
+    let i = this.heapSize++;
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      const above = heap[parent]!;
+      if (above <= key) break;
+      heap[i] = above;
+      i = parent;
+    }
+    heap[i] = key;
+  }
+
+  /** Looks up the pair that starts at part i and queues it when it is a token. */
+  private rankPair(n: number, i: number): void {
+    const j = this.next[i]!;
+    if (j >= n) {
+      this.pairToken[i] = -1;
+      return;
+    }
+    const k = this.next[j]!;
+    let t = -1;
+    let hash = 0;
+    if (k - i <= this.vocab.maxLength) {
+      hash = (Math.imul(this.partHash[i]!, this.vocab.powers[k - j]!) + this.partHash[j]!) | 0;
+      t = this.vocab.find(this.pieceBytes, i, k, hash);
+    }
+    this.pairToken[i] = t;
+    this.pairHash[i] = hash;
+    if (t >= 0) this.heapPush((t << POSITION_BITS) | i);
+  }
+
+  /**
+   * Pushes the tokens of pieceBytes[0..n) to `out`: tiktoken's merges (lowest rank first, leftmost among
+   * equals), found with a heap of the pairs' ranks (stale entries are skipped when popped), not a rescan per merge.
+   */
+  private bytePairEncode(n: number, out: number[]): void {
+    if (this.next.length < n + 1) {
+      const capacity = 2 * (n + 1);
+      this.next = new Int32Array(capacity);
+      this.prev = new Int32Array(capacity);
+      this.partToken = new Int32Array(capacity);
+      this.partHash = new Int32Array(capacity);
+      this.pairToken = new Int32Array(capacity);
+      this.pairHash = new Int32Array(capacity);
+      this.heap = new Int32Array(3 * capacity); // n - 1 pairs at first, at most 2 more a merge
+    }
+    const { vocab, pieceBytes, next, prev, partToken, partHash, pairToken, pairHash, heap } = this;
+    this.heapSize = 0;
+    for (let i = 0; i < n; i++) {
+      const b = pieceBytes[i]!;
+      next[i] = i + 1;
+      prev[i] = i - 1;
+      partToken[i] = vocab.byteToken[b]!;
+      partHash[i] = b;
+      pairToken[i] = -1;
+      if (i + 1 === n) continue;
+      // Two bytes: from a table, not the hash table.
+      const t = vocab.pairToken[(b << 8) | pieceBytes[i + 1]!]!;
+      pairToken[i] = t;
+      pairHash[i] = (Math.imul(b, HASH_BASE) + pieceBytes[i + 1]!) | 0;
+      if (t >= 0) heap[this.heapSize++] = (t << POSITION_BITS) | i;
+    }
+    for (let i = (this.heapSize >> 1) - 1; i >= 0; i--) this.heapDown(i, heap[i]!);
+    while (this.heapSize > 0) {
+      const key = heap[0]!;
+      this.heapSize--;
+      if (this.heapSize > 0) this.heapDown(0, heap[this.heapSize]!);
+      const t = key >> POSITION_BITS;
+      const i = key & POSITION_MASK;
+      if (pairToken[i] !== t) continue; // stale: the pair was merged or changed since
+      const j = next[i]!;
+      const k = next[j]!;
+      next[i] = k;
+      if (k < n) prev[k] = i;
+      pairToken[j] = -1; // part j is gone: its entries are stale
+      partToken[i] = t;
+      partHash[i] = pairHash[i]!;
+      this.rankPair(n, i);
+      if (i > 0) this.rankPair(n, prev[i]!);
+    }
+    for (let i = 0; i < n; i = next[i]!) out.push(partToken[i]!);
+  }
 }
 
 /** Characters encoded between two pauses of an async caller (~1 ms of work at most). */
@@ -404,6 +417,7 @@ async function finishAsync<T>(steps: Steps<T>, pause: Pause): Promise<T> {
 
 function counterOf(encoding: EncodingName, bpe: TiktokenBPE): TokenCounter {
   const vocab = new Vocabulary(bpe.bpe_ranks);
+  const pieces = new PieceEncoder(vocab);
   // Special-token text (`<|endoftext|>`) in a document is ordinary text, not a control token: it is never
   // looked for, as js-tiktoken does with no special token allowed or disallowed.
   const pattern = new RegExp(bpe.pat_str, 'gu');
@@ -417,12 +431,12 @@ function counterOf(encoding: EncodingName, bpe: TiktokenBPE): TokenCounter {
       for (const match of segment.matchAll(pattern)) {
         const piece = match[0];
         if (piece.length <= MAX_PIECE) {
-          encodePiece(vocab, piece, out);
+          pieces.encode(piece, out);
         } else {
           for (let from = 0; from < piece.length; ) {
             let to = Math.min(piece.length, from + MAX_RUN);
             if (to < piece.length && splitsPair(piece, to)) to--;
-            encodePiece(vocab, piece.slice(from, to), out);
+            pieces.encode(piece.slice(from, to), out);
             from = to;
           }
         }
