@@ -185,7 +185,7 @@
   var errorBox = $('results-error');
   var more = $('results-more');
   var autoSearch = form.hasAttribute('data-auto-search');
-  var state = { password: null, apiKey: null, inputs: null, offset: 0, executionId: null, images: {}, busy: false };
+  var state = { password: null, apiKey: null, inputs: null, offset: 0, executionId: null, images: {}, busy: false, runs: 0, inFlight: null };
 
   function applyTheme() {
     var root = document.documentElement.style;
@@ -227,8 +227,10 @@
     return 'The search failed (HTTP ' + statusCode + '). Try again in a moment.';
   }
 
-  function post(path, body, extraHeaders, keepalive) {
-    return fetch(base + path, { method: 'POST', headers: headers(extraHeaders), body: JSON.stringify(body), credentials: 'omit', keepalive: !!keepalive }).then(function (res) {
+  function post(path, body, extraHeaders, keepalive, signal) {
+    var init = { method: 'POST', headers: headers(extraHeaders), body: JSON.stringify(body), credentials: 'omit', keepalive: !!keepalive };
+    if (signal) init.signal = signal;
+    return fetch(base + path, init).then(function (res) {
       return res.text().then(function (text) {
         var parsed = null;
         try { parsed = text ? JSON.parse(text) : null; } catch (err) { parsed = null; }
@@ -430,8 +432,17 @@
     return [];
   }
 
+  /**
+   * Runs the retriever. A new search supersedes one still running (its request is aborted and its answer,
+   * should it still arrive, is dropped), so the page always shows the latest query; "Show more" waits
+   * for the running search instead.
+   */
   function run(inputs, append) {
-    if (state.busy) return;
+    if (state.busy && append) return;
+    if (state.inFlight) state.inFlight.abort();
+    var ticket = ++state.runs;
+    var controller = typeof AbortController === 'function' ? new AbortController() : null;
+    state.inFlight = controller;
     state.busy = true;
     if (!append) {
       state.inputs = inputs;
@@ -442,8 +453,10 @@
     setError(null);
     show(empty, false);
     var body = { inputs: state.inputs, pagination: { method: 'offset', offset: state.offset }, settings: { limit: config.pageSize } };
-    post('/execute', body).then(function (res) {
+    post('/execute', body, undefined, false, controller && controller.signal).then(function (res) {
+      if (ticket !== state.runs) return;
       state.busy = false;
+      state.inFlight = null;
       list.setAttribute('aria-busy', 'false');
       if (!res.ok) {
         if ((res.status === 401 || res.status === 403) && config.passwordProtected) lock('Enter the password again to keep searching.');
@@ -482,7 +495,9 @@
       }
       show(more, !!pagination.has_next && docs.length > 0);
     }, function () {
+      if (ticket !== state.runs) return;
       state.busy = false;
+      state.inFlight = null;
       list.setAttribute('aria-busy', 'false');
       status.textContent = 'The search failed.';
       setError('The search could not reach the server. Check your connection and try again.');

@@ -235,6 +235,37 @@ describe.skipIf(!HAVE_BROWSER && !REQUIRED)('the search page in a browser', () =
     }
   });
 
+  it('shows the latest query when a new search starts while an earlier one is still running', async () => {
+    const { page, problems, close } = await open('lamp-finder');
+    try {
+      // Hold the first search's request until the second has been answered and shown.
+      let releaseFirst!: () => void;
+      const firstHeld = new Promise<void>((resolve) => { releaseFirst = resolve; });
+      let firstSeen!: () => void;
+      const firstArrived = new Promise<void>((resolve) => { firstSeen = resolve; });
+      await page.route('**/lamp-finder/execute', async (route) => {
+        if (route.request().postDataJSON()?.inputs?.query === 'brass') {
+          firstSeen();
+          await firstHeld;
+        }
+        await route.continue().catch(() => { /* the page aborted the superseded request */ });
+      });
+      await search(page, 'brass');
+      await firstArrived;
+      await search(page, 'lantern');
+      await expect.poll(() => page.locator('#results > li').count()).toBe(1);
+      expect(await page.locator('.card-title').textContent()).toBe('Paper lantern');
+      releaseFirst();
+      // Whatever becomes of the superseded request, it never replaces the latest answer.
+      await page.waitForTimeout(300);
+      expect(await page.locator('.card-title').allTextContents()).toEqual(['Paper lantern']);
+      expect(await page.locator('#results-status').textContent()).toBe('1 result.');
+      expect(problems.filter((p) => !/abort/i.test(p))).toEqual([]);
+    } finally {
+      await close();
+    }
+  });
+
   it('asks for the password, refuses a wrong one, then searches with the right one', async () => {
     const { page, problems, close } = await open('members-lamps');
     try {
