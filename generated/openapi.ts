@@ -40,6 +40,196 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/analytics/api/performance": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Latency of the organization's API requests by endpoint and status code.
+         * @description From the request log, every request of the organization in the window (default the last 7 days): totals and latency percentiles overall, and per endpoint (operation) and status code, most requests first (at most 500 rows; `has_more` says whether there were more). `group_by=day` reports per UTC day and status code instead; `group_by=status` per status code only. Needs the `admin` permission.
+         */
+        get: operations["getApiPerformance"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/analytics/cache/performance": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The retriever result cache of a namespace, or of the organization - hit rate, TTL, evictions, memory.
+         * @description Over the executions in the window (default the last 7 days) of retrievers that cache: executions that could use the cache, hits and hit rate, overall and per retriever (at most 100, most executions first). Now: stored entries, their bytes, the average TTL configured by the caching retrievers, and entries past their expiry (not served; removed by the next sweep). Evictions in the window: entries removed because they expired, were invalidated by a data change, or exceeded the store's size bound, and their rate per hour. With `X-Namespace` the figures cover that namespace only. Needs the `read` permission.
+         */
+        get: operations["getCachePerformance"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/analytics/retrievers/{retriever_id}/analyze": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Tuning suggestions for a saved retriever from its recorded executions.
+         * @description Reads the retriever's definition and its executions in the window (default the last 7 days) and suggests changes, each with the figures behind it: stage order (a filter that discards most documents after an expensive stage), cache config (repeated inputs without a cache; a cache that rarely hits), budget limits (executions that ran out of budget; slow executions without a time limit; p95 near the limit) and model swaps (one model-backed stage taking most of the time). Changes nothing. Fewer than 5 executions give no runtime suggestion (`executions` says how many there were). For suggestions before any execution, see `POST /v1/retrievers/{retriever_id}/explain`. Needs the `read` permission.
+         */
+        post: operations["analyzeRetriever"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/analytics/retrievers/{retriever_id}/performance": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Latency percentiles, cache hit rate and error rate of a saved retriever's executions.
+         * @description Computed from the retriever's recorded executions started between `start_time` (inclusive) and `end_time` (exclusive), by default the last 7 days: how many ran, how many failed or ran out of budget, latency percentiles (p50, p95, p99) and the cache hit rate (over the executions that could use the cache). With `group_by` (`hour` or `day`, UTC) the same figures come per period in `series`. A `usr_sk_` key counts only the executions it ran. Needs the `read` permission.
+         */
+        get: operations["getRetrieverPerformance"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/analytics/retrievers/{retriever_id}/signals": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The retriever's interactions (views, clicks, feedback...) aggregated by position, document or session.
+         * @description Counts the interactions recorded in the window (default the last 7 days) per interaction type and per group: result `position` (interactions without a position are left out of the groups), `document` or `session`. Each group also has its click-through rate (clicks over views, null without views). Groups by position come in position order; by document, most interactions first; by session, latest first. At most `limit` groups (default 100); `has_more` says whether there were more. Needs the `read` permission.
+         */
+        get: operations["getRetrieverSignals"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/analytics/retrievers/{retriever_id}/slowest": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The slowest executions of a saved retriever, with their full inputs.
+         * @description The `limit` (default 10, at most 100) slowest executions started in the window (default the last 7 days), slowest first, each with its full inputs, status, error, result count, cache use and its stages' times. A `usr_sk_` key sees only the executions it ran. Needs the `read` permission.
+         */
+        get: operations["listRetrieverSlowestExecutions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/analytics/retrievers/{retriever_id}/stages": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Execution time of each stage of a saved retriever.
+         * @description Per stage name, over the executions in the window (default the last 7 days): how often it ran, failed, was served from the cache or was folded away by the optimizer, its time (average, p50, p95, max, total and share of all stage time) and the documents it received and returned on average. Stages are listed in the order of the retriever's current definition; stages that are no longer in it come last. A `usr_sk_` key counts only the executions it ran. Needs the `read` permission.
+         */
+        get: operations["getRetrieverStagePerformance"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/analytics/usage/summary": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Credit consumption by resource type.
+         * @description From the request log, the organization's requests and credits in the window (default the last 7 days) by the type of resource each endpoint acts on (`retriever`, `bucket`, `collection`, ...; requests that matched no endpoint count as `other`), most credits first, each with its share of all credits. With `group_by=day` the same per UTC day in `series`. Needs the `admin` permission.
+         */
+        get: operations["getUsageSummary"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/buckets": {
         parameters: {
             query?: never;
@@ -1026,6 +1216,84 @@ export interface paths {
         patch: operations["updateNamespace"];
         trace?: never;
     };
+    "/v1/namespaces/templates": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the organization's namespace templates, by name.
+         * @description Lists the templates in name order, keeping only those whose source namespace the key's scopes let it read. `search` keeps names containing the text (case-insensitive); offset pagination with `limit` and `offset`. A template whose source namespace was deleted is listed with `status: inactive`. Needs the `read` permission.
+         */
+        get: operations["listNamespaceTemplates"];
+        put?: never;
+        /**
+         * Make a template of a namespace.
+         * @description Makes a template of an existing namespace (`source_namespace`, its name or `ns_` id). A template is a live reference, not a snapshot: each instantiation copies the source namespace as it is at that moment. Template names are unique in the organization regardless of case (409 otherwise); a source larger than the clone limits (see `POST /v1/namespaces/templates/{template_id}/instantiate`) is a 400 naming the limit. Needs the `write` permission, and a key with scopes needs one that lets it read the source namespace.
+         */
+        post: operations["createNamespaceTemplate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/namespaces/templates/{template_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The template's `tmpl_` id or its name. */
+                template_id: components["parameters"]["TemplateId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * One namespace template, by id or name.
+         * @description Looks up one template by its `tmpl_` id or its name. Needs the `read` permission; an unknown template, or one whose source namespace the key's scopes do not let it read, is a 404.
+         */
+        get: operations["getNamespaceTemplate"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a namespace template.
+         * @description Deletes the template only: its source namespace and the namespaces made from it stay as they are. Needs the `delete` permission; a template the key cannot see is a 404.
+         */
+        delete: operations["deleteNamespaceTemplate"];
+        options?: never;
+        head?: never;
+        /**
+         * Rename a namespace template or change its description.
+         * @description Changes the fields sent (`template_name`, `description`) and keeps the others; the source namespace cannot be changed (make another template). An empty body is a 400 and a name another template already has is a 409. Needs the `write` permission; a template the key cannot see is a 404.
+         */
+        patch: operations["updateNamespaceTemplate"];
+        trace?: never;
+    };
+    "/v1/namespaces/templates/{template_id}/instantiate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The template's `tmpl_` id or its name. */
+                template_id: components["parameters"]["TemplateId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a namespace from a template.
+         * @description Creates the namespace `namespace_name` as a copy of the template's source namespace as it is now, in one all-or-nothing step (an error leaves nothing behind), and answers when it is `ready`. Copied, each with a new id and every reference between them rewritten to the new ids: the namespace's metadata and feature extractors; its buckets (name, schema, metadata; not their objects, uploads or blobs); its collections (definition, lineage and output schema, and `source` pointing at the copied bucket or collection) with all their documents (fields, metadata, owner and grants, text index, the vectors of every feature, and the stored files documents refer to); its retrievers (definition, stages, collections; not their publications, keys, history or interactions). Batches are not copied. A copied document keeps `root_object_id`, the source namespace's object it was made from. `description` defaults to the template's. Limits, so that an instantiation finishes in seconds: at most 5,000 documents, 100 buckets, 100 collections, 100 retrievers and 256 MiB of document files in the source; a larger source is a 400 naming the limit. A `namespace_name` already used in the organization is a 409, as is a template whose source namespace was deleted (`status: inactive`). Needs the `write` permission, and a key with scopes needs one that covers the new name and one that lets it read the source namespace (a template whose source it cannot read is a 404).
+         */
+        post: operations["instantiateNamespaceTemplate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/objects/{object_id}/decomposition-tree": {
         parameters: {
             query?: never;
@@ -1304,6 +1572,130 @@ export interface paths {
          * @description Replaces the key's secret: the new plaintext `key` is returned in this response only and the old secret stops working at once. `key_id`, name, permissions, scopes, allowed origins and expiry are kept. Needs the `admin` permission; the protected `admin-key` cannot be rotated (403) and an expired key is a 409 (create a new key instead).
          */
         post: operations["rotateApiKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/organizations/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The organization's webhooks, oldest first.
+         * @description Lists the organization's webhooks, oldest first, never with their secrets. For the next page pass the previous `next_cursor` as `cursor`. Needs the `admin` permission.
+         */
+        get: operations["listWebhooks"];
+        put?: never;
+        /**
+         * Subscribe an HTTPS endpoint to the organization's events.
+         * @description Registers `url` to receive a signed `POST` for every event of `event_types` in the organization (see `WebhookEventType` for the list and `WebhookEventPayload` for the body). `secret` (`whsec_` and the base64 of 24 to 64 random bytes, as Standard Webhooks defines it) signs every delivery; it is never shown again, only its `secret_hint`. `url` must be `http` or `https`, without credentials, and must not name a private or loopback address (a 422 at `["body", "url"]`; a host whose name resolves to one is refused at delivery time). Needs the `admin` permission.
+         */
+        post: operations["createWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/organizations/webhooks/{webhook_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook's `whk_` id. */
+                webhook_id: components["parameters"]["WebhookId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * One webhook.
+         * @description The webhook, without its secret. Another organization's webhook is a 404. Needs the `admin` permission.
+         */
+        get: operations["getWebhook"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a webhook and its delivery history; nothing more is sent to it.
+         * @description Deletes the webhook with its deliveries; a retry already queued finds nothing and stops. Needs the `admin` permission.
+         */
+        delete: operations["deleteWebhook"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a webhook's URL, events, description, thresholds, or turn it off and on.
+         * @description Any of `url`, `event_types`, `description` (`null` clears it), `enabled`, `slow_query_threshold_ms` and `low_hit_rate_threshold`, checked as on create. A disabled webhook gets no new deliveries and its pending retries are canceled when they fall due; enabling it again does not replay what it missed. The secret changes only through `rotate-secret`. An empty body is a 400. Needs the `admin` permission.
+         */
+        patch: operations["updateWebhook"];
+        trace?: never;
+    };
+    "/v1/organizations/webhooks/{webhook_id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook's `whk_` id. */
+                webhook_id: components["parameters"]["WebhookId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The webhook's deliveries, newest first, with their attempts and outcome.
+         * @description One row per event sent (or being sent) to the webhook, newest first: its status, how many attempts were made, the last attempt's response status, the start of its response body (at most 2,048 characters) or its error, and when the next retry is due. `status` narrows the list. Deliveries are kept 30 days. Needs the `admin` permission.
+         */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/organizations/webhooks/{webhook_id}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook's `whk_` id. */
+                webhook_id: components["parameters"]["WebhookId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Replace the signing secret; the old one keeps signing beside it for 24 hours.
+         * @description Sets a new signing secret: the one given, or a generated one when the body has none. The new secret is in this response only. For 24 hours every delivery carries two signatures in `webhook-signature` (the new secret's and the old one's, space-separated, as Standard Webhooks allows), so a receiver can switch secrets without dropping a delivery; after that only the new secret signs. Needs the `admin` permission.
+         */
+        post: operations["rotateWebhookSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/organizations/webhooks/{webhook_id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook's `whk_` id. */
+                webhook_id: components["parameters"]["WebhookId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a `webhook.test` event to the webhook now.
+         * @description Queues one delivery of a `webhook.test` event (its `data` names the webhook and who asked), signed and retried like any other, whatever the webhook's `event_types` and even while it is disabled. Answers at once with the pending delivery: follow it in the deliveries list. Needs the `admin` permission.
+         */
+        post: operations["testWebhook"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1954,6 +2346,14 @@ export interface components {
             /** @description Answer Server-Sent Events (stage by stage progress, then the result) instead of one JSON body; an `Accept: text/event-stream` header asks for the same. */
             stream?: boolean;
         };
+        /** @description Latency figures in milliseconds; null when nothing was measured. */
+        AnalyticsLatency: {
+            avg_ms: number | null;
+            max_ms: number | null;
+            p50_ms: number | null;
+            p95_ms: number | null;
+            p99_ms: number | null;
+        };
         ApiKey: {
             allowed_origins: string[];
             /** Format: date-time */
@@ -2041,6 +2441,37 @@ export interface components {
         ApiKeyWithSecret: components["schemas"]["ApiKey"] & {
             /** @description The plaintext secret. Shown only once. */
             key: string;
+        };
+        ApiPerformance: {
+            /** Format: date-time */
+            end_time: string;
+            error_rate: number | null;
+            errors: number;
+            /** @enum {string} */
+            group_by: "endpoint" | "status" | "day";
+            has_more: boolean;
+            latency: components["schemas"]["AnalyticsLatency"];
+            results: components["schemas"]["ApiPerformanceRow"][];
+            /** Format: date-time */
+            start_time: string;
+            total_requests: number;
+        };
+        ApiPerformanceRow: {
+            /** @description Responses with status 400 or more. */
+            errors: number;
+            latency: components["schemas"]["AnalyticsLatency"];
+            method: string | null;
+            /** @description null: no endpoint matched (grouped by endpoint), or not grouped by endpoint. */
+            operation_id: string | null;
+            /** @description The endpoint's path template. */
+            path: string | null;
+            /**
+             * Format: date-time
+             * @description The UTC day (group_by=day).
+             */
+            period_start: string | null;
+            requests: number;
+            status: number | null;
         };
         /** @enum {string} */
         AuditAction: "api_key_created" | "api_key_rotated" | "api_key_revoked" | "api_key_scope_updated" | "api_key_updated" | "user_created" | "user_deleted" | "namespace_created" | "namespace_updated" | "namespace_deleted";
@@ -2276,6 +2707,44 @@ export interface components {
              */
             recompute_strategy?: "background" | "lazy" | "none";
             retriever_id?: string | null;
+        };
+        CachePerformance: {
+            /** @description Mean TTL configured by the retrievers that cache. */
+            avg_ttl_seconds: number | null;
+            /** @description Executions in the window that could use the cache. */
+            cached_executions: number;
+            /** Format: date-time */
+            end_time: string;
+            /** @description Entries stored now. */
+            entries: number;
+            /** @description Evictions per hour over the window. */
+            eviction_rate_per_hour: number;
+            /** @description Entries removed in the window. */
+            evictions: number;
+            /** @description Evictions per reason: `expired` (swept past their TTL), `invalidated` (a data change or a deleted collection), `over_bound` (the store's size bound). */
+            evictions_by_reason: {
+                [key: string]: number;
+            };
+            /** @description Stored entries past their expiry, not yet swept. */
+            expired_entries: number;
+            hit_rate: number | null;
+            hits: number;
+            /** @description Bytes the stored entries take. */
+            memory_bytes: number;
+            /** @description The namespace covered; null for every namespace the key may read. */
+            namespace_id: string | null;
+            retrievers: {
+                cached_executions: number;
+                entries: number;
+                hit_rate: number | null;
+                hits: number;
+                namespace_id: string;
+                retriever_id: string;
+                retriever_name: string;
+                ttl_seconds: number | null;
+            }[];
+            /** Format: date-time */
+            start_time: string;
         };
         Collection: {
             cache_config: components["schemas"]["CollectionCacheConfig"];
@@ -2945,6 +3414,77 @@ export interface components {
         };
         /** @description Letters, digits, `_` and `-`; not starting with `ns_` (that is how ids start). `templates` (any case) is reserved for the namespace templates routes. */
         NamespaceName: string;
+        NamespaceTemplate: {
+            /** Format: date-time */
+            created_at: string;
+            created_by?: string | null;
+            description: string | null;
+            source_namespace_id: string;
+            /** @description The source namespace's current name; null once it was deleted. */
+            source_namespace_name: string | null;
+            /**
+             * @description `inactive` once the source namespace was deleted: the template can then only be deleted.
+             * @enum {string}
+             */
+            status: "active" | "inactive";
+            /** @description `tmpl_` followed by 20 letters and digits. */
+            template_id: string;
+            template_name: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        NamespaceTemplateCreateRequest: {
+            description?: string | null;
+            /** @description The namespace the template copies, by name or `ns_` id. */
+            source_namespace: string;
+            template_name: components["schemas"]["NamespaceTemplateName"];
+        };
+        NamespaceTemplateDeleted: {
+            deleted: boolean;
+            template_id: string;
+            template_name: string;
+        };
+        NamespaceTemplateInstantiateRequest: {
+            /** @description The new namespace's description; the template's description when absent. */
+            description?: string | null;
+            namespace_name: components["schemas"]["NamespaceName"];
+        };
+        NamespaceTemplateInstantiation: {
+            /** @description What was copied, by kind. */
+            copied?: {
+                buckets: number;
+                collections: number;
+                documents: number;
+                files: number;
+                retrievers: number;
+                vectors: number;
+            };
+            /** Format: date-time */
+            created_at: string;
+            /** @description `ns_` id of the new namespace. */
+            namespace_id: string;
+            namespace_name: string;
+            /**
+             * @description `ready`: the namespace and everything copied into it are usable.
+             * @default ready
+             * @enum {string}
+             */
+            status: "ready";
+            template_id: string;
+        };
+        NamespaceTemplateList: {
+            has_next: boolean;
+            limit: number;
+            offset: number;
+            results: components["schemas"]["NamespaceTemplate"][];
+            total: number;
+        };
+        /** @description Letters, digits, `_` and `-`; not starting with `tmpl_` (that is how ids start). */
+        NamespaceTemplateName: string;
+        NamespaceTemplateUpdateRequest: {
+            description?: string | null;
+            template_name?: components["schemas"]["NamespaceTemplateName"];
+        };
         NamespaceUpdateRequest: {
             description?: string | null;
             feature_extractors?: components["schemas"]["FeatureExtractorRef"][];
@@ -3268,6 +3808,28 @@ export interface components {
         };
         /** @enum {string} */
         ResourceType: "organization" | "user" | "api_key" | "namespace" | "collection" | "bucket" | "retriever" | "cluster" | "taxonomy" | "storage_connection" | "alert" | "annotation" | "secret" | "webhook";
+        RetrieverAnalysis: {
+            cache_hit_rate: number | null;
+            /** Format: date-time */
+            end_time: string;
+            executions: number;
+            p95_latency_ms: number | null;
+            retriever_id: string;
+            /** Format: date-time */
+            start_time: string;
+            suggestions: {
+                /** @enum {string} */
+                category: "stage_order" | "cache_config" | "budget_limits" | "model_swap";
+                /** @enum {string} */
+                code: "move_filter_earlier" | "dominant_stage" | "enable_cache" | "low_cache_hit_rate" | "raise_budget" | "add_time_budget" | "budget_near_limit" | "lighter_model";
+                /** @description The figures behind the suggestion. */
+                evidence: {
+                    [key: string]: unknown;
+                };
+                message: string;
+                stage_name: string | null;
+            }[];
+        };
         RetrieverApiKey: {
             allowed_origins: string[];
             /** Format: date-time */
@@ -3650,6 +4212,49 @@ export interface components {
             page_number?: number;
             page_size?: number;
         };
+        RetrieverPerformance: {
+            /** @description Mean number of results an execution found. */
+            avg_results: number | null;
+            budget_exceeded: number;
+            /** @description Hits over the executions that could use the cache; null when none could. */
+            cache_hit_rate: number | null;
+            /** @description Executions that could use the cache (the retriever cached at the time). */
+            cached_executions: number;
+            completed: number;
+            credits_used: number;
+            /** Format: date-time */
+            end_time: string;
+            /** @description (failed + budget_exceeded) / executions; null without executions. */
+            error_rate: number | null;
+            executions: number;
+            failed: number;
+            /** @enum {string|null} */
+            group_by: "hour" | "day" | null;
+            latency: components["schemas"]["AnalyticsLatency"];
+            p50_latency_ms: number | null;
+            p95_latency_ms: number | null;
+            p99_latency_ms: number | null;
+            retriever_id: string;
+            retriever_name: string;
+            /** @description Per period, oldest first (periods without executions are left out); empty without `group_by`. */
+            series: components["schemas"]["RetrieverPerformancePeriod"][];
+            /** Format: date-time */
+            start_time: string;
+        };
+        RetrieverPerformancePeriod: {
+            cache_hit_rate: number | null;
+            error_rate: number | null;
+            executions: number;
+            failed: number;
+            p50_latency_ms: number | null;
+            p95_latency_ms: number | null;
+            p99_latency_ms: number | null;
+            /**
+             * Format: date-time
+             * @description Start of the UTC hour or day.
+             */
+            period_start: string;
+        };
         RetrieverResultDocument: {
             collection_id?: string;
             document_id: string;
@@ -3666,6 +4271,74 @@ export interface components {
         };
         /** @description The page, in the shape of the pagination method asked for. */
         RetrieverResultPagination: components["schemas"]["RetrieverOffsetPagination"] | components["schemas"]["RetrieverCursorPagination"] | components["schemas"]["RetrieverKeysetPagination"];
+        RetrieverSignalGroup: {
+            /** @description CLICK over VIEW counts; null without views. */
+            click_through_rate: number | null;
+            /** @description Interactions per type (`VIEW`, `CLICK`, ...); an interaction with several types counts once for each. */
+            counts: {
+                [key: string]: number;
+            };
+            /** @description Set when grouped by document. */
+            document_id: string | null;
+            /** Format: date-time */
+            first_at: string;
+            interactions: number;
+            /** Format: date-time */
+            last_at: string;
+            /** @description Set when grouped by position. */
+            position: number | null;
+            /** @description Set when grouped by session (null: interactions sent without a session). */
+            session_id: string | null;
+        };
+        RetrieverSignals: {
+            click_through_rate: number | null;
+            counts: {
+                [key: string]: number;
+            };
+            /** @description Distinct documents interacted with. */
+            documents: number;
+            /** Format: date-time */
+            end_time: string;
+            /** @enum {string} */
+            group_by: "position" | "document" | "session";
+            has_more: boolean;
+            results: components["schemas"]["RetrieverSignalGroup"][];
+            retriever_id: string;
+            /** @description Distinct sessions (interactions without a session not counted). */
+            sessions: number;
+            /** Format: date-time */
+            start_time: string;
+            total_interactions: number;
+        };
+        RetrieverSlowestExecutions: {
+            /** Format: date-time */
+            end_time: string;
+            results: {
+                cache_hit: boolean | null;
+                duration_ms: number;
+                error: string | null;
+                execution_id: string;
+                inputs: {
+                    [key: string]: unknown;
+                };
+                retriever_version: number;
+                /** @description The execution's stages, slowest first. */
+                stages: {
+                    duration_ms: number;
+                    stage_id: string;
+                    stage_name: string;
+                    status: string;
+                }[];
+                /** Format: date-time */
+                started_at: string;
+                /** @enum {string} */
+                status: "completed" | "failed" | "budget_exceeded";
+                total_results: number;
+            }[];
+            retriever_id: string;
+            /** Format: date-time */
+            start_time: string;
+        };
         /** @description One stage: `config.stage_id` names a registered stage (`GET /v1/retrievers/stages`), `config.parameters` its parameters. */
         RetrieverStage: {
             /** @description Stored as given. */
@@ -3706,6 +4379,38 @@ export interface components {
         RetrieverStageList: {
             results: components["schemas"]["RetrieverStageInfo"][];
             total: number;
+        };
+        RetrieverStagePerformance: {
+            /** Format: date-time */
+            end_time: string;
+            /** @description Executions in the window. */
+            executions: number;
+            retriever_id: string;
+            stages: {
+                avg_input_count: number | null;
+                avg_ms: number | null;
+                avg_output_count: number | null;
+                cache_hits: number;
+                completed: number;
+                /** @description Executions that reported this stage. */
+                executions: number;
+                failed: number;
+                in_current_definition: boolean;
+                max_ms: number | null;
+                optimized_away: number;
+                p50_ms: number | null;
+                p95_ms: number | null;
+                skipped: number;
+                stage_id: string;
+                /** @description Its place in the current definition; null when it is no longer there. */
+                stage_index: number | null;
+                stage_name: string;
+                /** @description This stage's share of all stages' total time (0..1). */
+                time_share: number | null;
+                total_ms: number;
+            }[];
+            /** Format: date-time */
+            start_time: string;
         };
         RetrieverStageStatistics: {
             cache_hit: boolean;
@@ -3914,6 +4619,34 @@ export interface components {
         };
         /** @enum {string} */
         UploadStatus: "PENDING" | "IN_PROGRESS" | "PROCESSING" | "COMPLETED" | "COMPLETED_WITH_ERRORS" | "FAILED" | "CANCELED" | "UNKNOWN" | "SKIPPED" | "DRAFT" | "ACTIVE" | "ARCHIVED" | "SUSPENDED";
+        UsageSummary: {
+            by_resource_type: {
+                /** @description Share of all credits (0..1); null when none were used. */
+                credit_share: number | null;
+                credits: number;
+                requests: number;
+                resource_type: string;
+            }[];
+            /** Format: date-time */
+            end_time: string;
+            /** @enum {string} */
+            group_by: "resource_type" | "day";
+            /** @description Per UTC day, oldest first (days without requests left out); empty unless `group_by=day`. */
+            series: {
+                /** @description Credits per resource type. */
+                by_resource_type: {
+                    [key: string]: number;
+                };
+                credits: number;
+                /** Format: date-time */
+                period_start: string;
+                requests: number;
+            }[];
+            /** Format: date-time */
+            start_time: string;
+            total_credits: number;
+            total_requests: number;
+        };
         User: {
             active_key_count: number;
             /** Format: date-time */
@@ -3944,6 +4677,130 @@ export interface components {
             loc: (string | number)[];
             msg: string;
             type: string;
+        };
+        Webhook: {
+            /** Format: date-time */
+            created_at: string;
+            created_by: string | null;
+            description: string | null;
+            enabled: boolean;
+            event_types: components["schemas"]["WebhookEventType"][];
+            low_hit_rate_threshold: number;
+            /** @description The secret's prefix and last four characters (`whsec_…abcd`): never the secret. */
+            secret_hint: string;
+            slow_query_threshold_ms: number;
+            /** Format: date-time */
+            updated_at: string;
+            url: string;
+            /** @description The webhook's `whk_` id. */
+            webhook_id: string;
+        };
+        WebhookCreateRequest: {
+            description?: string | null;
+            /** @default true */
+            enabled?: boolean;
+            event_types: components["schemas"]["WebhookEventTypes"];
+            /**
+             * @description `cache.low_hit_rate` is sent when a retriever's recent cache hit rate is below this.
+             * @default 0.5
+             */
+            low_hit_rate_threshold?: number;
+            secret: components["schemas"]["WebhookSecret"];
+            /**
+             * @description `retriever.slow_query` is sent for executions taking at least this many milliseconds.
+             * @default 1000
+             */
+            slow_query_threshold_ms?: number;
+            url: components["schemas"]["WebhookUrl"];
+        };
+        WebhookDeleted: {
+            deleted: boolean;
+            webhook_id: string;
+        };
+        WebhookDelivery: {
+            /** @description Attempts made so far. */
+            attempts: number;
+            /** Format: date-time */
+            created_at: string;
+            /** @description The delivery's `whd_` id, sent as `webhook-id`. */
+            delivery_id: string;
+            /** @description How long the last attempt took. */
+            duration_ms: number | null;
+            /** @description Why the last attempt failed. */
+            error: string | null;
+            event_id: string;
+            event_type: string;
+            /** Format: date-time */
+            last_attempt_at: string | null;
+            max_attempts: number;
+            /**
+             * Format: date-time
+             * @description When the next retry is due (pending deliveries only).
+             */
+            next_attempt_at: string | null;
+            payload: components["schemas"]["WebhookEventPayload"];
+            /** @description The start of the last answer's body (at most 2,048 characters). */
+            response_body: string | null;
+            /** @description The HTTP status of the last attempt (null when it got no answer). */
+            response_status: number | null;
+            status: components["schemas"]["WebhookDeliveryStatus"];
+            webhook_id: string;
+        };
+        WebhookDeliveryPage: {
+            has_next: boolean;
+            next_cursor: string | null;
+            results: components["schemas"]["WebhookDelivery"][];
+        };
+        /**
+         * @description `pending`: queued, or waiting for its next retry (`next_attempt_at`). `succeeded`: the endpoint answered 2xx. `failed`: it answered another 4xx (never retried, but 408 and 429 are), or every attempt failed. `canceled`: the webhook was disabled before the delivery went out.
+         * @enum {string}
+         */
+        WebhookDeliveryStatus: "pending" | "succeeded" | "failed" | "canceled";
+        /** @description The JSON body of every delivery. Headers (Standard Webhooks): `webhook-id` (the delivery's `whd_` id, the same on every retry: use it to drop duplicates), `webhook-timestamp` (Unix seconds of this attempt) and `webhook-signature`: `v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>` keyed with the base64-decoded part of the secret after `whsec_`; during a rotation two such signatures, separated by a space. Reject deliveries whose timestamp is more than 5 minutes away from your clock. Any 2xx answer is a success; network errors, timeouts (10 seconds), 408, 429 and 5xx are retried 10 seconds, 100 seconds, about 17 minutes and about 2.8 hours after the attempt before (5 attempts in all); other answers are final. */
+        WebhookEventPayload: {
+            data: {
+                [key: string]: unknown;
+            };
+            /** @description The event's `evt_` id (one event delivered to several webhooks has one id). */
+            id: string;
+            organization_id: string;
+            /**
+             * Format: date-time
+             * @description When the event happened.
+             */
+            timestamp: string;
+            /** @description A `WebhookEventType` or `webhook.test`. */
+            type: string;
+        };
+        /**
+         * @description An event a webhook can subscribe to. `api_key.*`, `user.*`, `namespace.*`, `bucket.*`, `object.*`, `collection.*`: the resource was created, changed or deleted (`data` holds its ids and name). `upload.completed`: a presigned upload was confirmed. `batch.completed`, `batch.failed`, `batch.canceled`: a batch ended (`data`: ids, status, documents written, error summary). `extractor.failure`: an extractor failed on some objects of a collection (`data`: collection, extractor, error type, message, affected documents). `retriever.slow_query`: an execution of a saved retriever took at least the webhook's `slow_query_threshold_ms` (`data`: retriever and namespace ids, retriever name, `execution_id`, `duration_ms`, `status`, `total_results`). `cache.low_hit_rate`: a saved retriever with result caching had a hit rate below the webhook's `low_hit_rate_threshold` over its last 20 executions that used the cache (checked once it has 10; `data`: retriever and namespace ids, retriever name, `hit_rate`, `executions`, `hits`), announced at most once an hour per retriever. (`webhook.test` is sent only by the test endpoint and needs no subscription.)
+         * @enum {string}
+         */
+        WebhookEventType: "api_key.created" | "api_key.updated" | "api_key.rotated" | "api_key.revoked" | "user.created" | "user.deleted" | "namespace.created" | "namespace.updated" | "namespace.deleted" | "bucket.created" | "bucket.updated" | "bucket.deleted" | "object.created" | "object.updated" | "object.deleted" | "upload.completed" | "collection.created" | "collection.updated" | "collection.deleted" | "batch.completed" | "batch.failed" | "batch.canceled" | "extractor.failure" | "retriever.slow_query" | "cache.low_hit_rate";
+        WebhookEventTypes: components["schemas"]["WebhookEventType"][];
+        WebhookPage: {
+            has_next: boolean;
+            next_cursor: string | null;
+            results: components["schemas"]["Webhook"][];
+        };
+        /** @description `whsec_` followed by the base64 of 24 to 64 random bytes (e.g. `whsec_` + `openssl rand -base64 32`). Deliveries are signed with the decoded bytes as the HMAC-SHA256 key, as Standard Webhooks libraries expect. */
+        WebhookSecret: string;
+        WebhookSecretRotateRequest: {
+            secret?: components["schemas"]["WebhookSecret"];
+        };
+        WebhookUpdateRequest: {
+            description?: string | null;
+            enabled?: boolean;
+            event_types?: components["schemas"]["WebhookEventTypes"];
+            low_hit_rate_threshold?: number;
+            slow_query_threshold_ms?: number;
+            url?: components["schemas"]["WebhookUrl"];
+        };
+        /** @description An `http` or `https` URL without credentials, on a public address. */
+        WebhookUrl: string;
+        WebhookWithSecret: components["schemas"]["Webhook"] & {
+            /** @description The new signing secret; shown only in this response. */
+            secret: string;
         };
     };
     responses: {
@@ -4022,6 +4879,10 @@ export interface components {
         };
     };
     parameters: {
+        /** @description Window end, exclusive (RFC 3339 date-time, sent as `start_time` is). Defaults to now. */
+        AnalyticsEndTime: string;
+        /** @description Window start (RFC 3339 date-time, e.g. `2026-11-29T00:00:00Z`; a `+` offset must be sent as `%2B`). Defaults to 7 days before `end_time`. A window spans at most 366 days (a longer one is a 400). */
+        AnalyticsStartTime: string;
         BatchId: string;
         /** @description The bucket's name or its `bkt_` id. */
         BucketIdentifier: string;
@@ -4063,8 +4924,12 @@ export interface components {
         SessionIdHeader: string;
         /** @description Window start (RFC 3339 date-time, e.g. `2026-11-29T00:00:00Z`; `:` may be sent as is, a `+` offset must be sent as `%2B`). Defaults to 7 days before `end`. Usage windows span at most 366 days (a longer one is a 400). */
         Start: string;
+        /** @description The template's `tmpl_` id or its name. */
+        TemplateId: string;
         UploadId: string;
         UserEmail: string;
+        /** @description The webhook's `whk_` id. */
+        WebhookId: string;
     };
     requestBodies: never;
     headers: never;
@@ -4131,6 +4996,292 @@ export interface operations {
             };
             404: components["responses"]["NotFound"];
             422: components["responses"]["ValidationFailed"];
+        };
+    };
+    getApiPerformance: {
+        parameters: {
+            query?: {
+                /** @description Window end, exclusive (RFC 3339 date-time, sent as `start_time` is). Defaults to now. */
+                end_time?: components["parameters"]["AnalyticsEndTime"];
+                group_by?: "endpoint" | "status" | "day";
+                /** @description Window start (RFC 3339 date-time, e.g. `2026-11-29T00:00:00Z`; a `+` offset must be sent as `%2B`). Defaults to 7 days before `end_time`. A window spans at most 366 days (a longer one is a 400). */
+                start_time?: components["parameters"]["AnalyticsStartTime"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description API latency figures. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiPerformance"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    getCachePerformance: {
+        parameters: {
+            query?: {
+                /** @description Window end, exclusive (RFC 3339 date-time, sent as `start_time` is). Defaults to now. */
+                end_time?: components["parameters"]["AnalyticsEndTime"];
+                /** @description Window start (RFC 3339 date-time, e.g. `2026-11-29T00:00:00Z`; a `+` offset must be sent as `%2B`). Defaults to 7 days before `end_time`. A window spans at most 366 days (a longer one is a 400). */
+                start_time?: components["parameters"]["AnalyticsStartTime"];
+            };
+            header?: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace"?: components["parameters"]["OptionalNamespaceHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Cache figures. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CachePerformance"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    analyzeRetriever: {
+        parameters: {
+            query?: {
+                /** @description Window end, exclusive (RFC 3339 date-time, sent as `start_time` is). Defaults to now. */
+                end_time?: components["parameters"]["AnalyticsEndTime"];
+                /** @description Window start (RFC 3339 date-time, e.g. `2026-11-29T00:00:00Z`; a `+` offset must be sent as `%2B`). Defaults to 7 days before `end_time`. A window spans at most 366 days (a longer one is a 400). */
+                start_time?: components["parameters"]["AnalyticsStartTime"];
+            };
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The suggestions (possibly none). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrieverAnalysis"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    getRetrieverPerformance: {
+        parameters: {
+            query?: {
+                /** @description Window end, exclusive (RFC 3339 date-time, sent as `start_time` is). Defaults to now. */
+                end_time?: components["parameters"]["AnalyticsEndTime"];
+                /** @description Also report the figures per UTC hour or day, in `series`. */
+                group_by?: "hour" | "day";
+                /** @description Window start (RFC 3339 date-time, e.g. `2026-11-29T00:00:00Z`; a `+` offset must be sent as `%2B`). Defaults to 7 days before `end_time`. A window spans at most 366 days (a longer one is a 400). */
+                start_time?: components["parameters"]["AnalyticsStartTime"];
+            };
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The retriever's performance over the window. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrieverPerformance"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    getRetrieverSignals: {
+        parameters: {
+            query?: {
+                /** @description Window end, exclusive (RFC 3339 date-time, sent as `start_time` is). Defaults to now. */
+                end_time?: components["parameters"]["AnalyticsEndTime"];
+                group_by?: "position" | "document" | "session";
+                limit?: number;
+                /** @description Window start (RFC 3339 date-time, e.g. `2026-11-29T00:00:00Z`; a `+` offset must be sent as `%2B`). Defaults to 7 days before `end_time`. A window spans at most 366 days (a longer one is a 400). */
+                start_time?: components["parameters"]["AnalyticsStartTime"];
+            };
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Interaction counts. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrieverSignals"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    listRetrieverSlowestExecutions: {
+        parameters: {
+            query?: {
+                /** @description Window end, exclusive (RFC 3339 date-time, sent as `start_time` is). Defaults to now. */
+                end_time?: components["parameters"]["AnalyticsEndTime"];
+                limit?: number;
+                /** @description Window start (RFC 3339 date-time, e.g. `2026-11-29T00:00:00Z`; a `+` offset must be sent as `%2B`). Defaults to 7 days before `end_time`. A window spans at most 366 days (a longer one is a 400). */
+                start_time?: components["parameters"]["AnalyticsStartTime"];
+            };
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The slowest executions. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrieverSlowestExecutions"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    getRetrieverStagePerformance: {
+        parameters: {
+            query?: {
+                /** @description Window end, exclusive (RFC 3339 date-time, sent as `start_time` is). Defaults to now. */
+                end_time?: components["parameters"]["AnalyticsEndTime"];
+                /** @description Window start (RFC 3339 date-time, e.g. `2026-11-29T00:00:00Z`; a `+` offset must be sent as `%2B`). Defaults to 7 days before `end_time`. A window spans at most 366 days (a longer one is a 400). */
+                start_time?: components["parameters"]["AnalyticsStartTime"];
+            };
+            header: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace": components["parameters"]["NamespaceHeader"];
+            };
+            path: {
+                /** @description The retriever's name or its `ret_` id. */
+                retriever_id: components["parameters"]["RetrieverId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Per-stage figures. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetrieverStagePerformance"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    getUsageSummary: {
+        parameters: {
+            query?: {
+                /** @description Window end, exclusive (RFC 3339 date-time, sent as `start_time` is). Defaults to now. */
+                end_time?: components["parameters"]["AnalyticsEndTime"];
+                group_by?: "resource_type" | "day";
+                /** @description Window start (RFC 3339 date-time, e.g. `2026-11-29T00:00:00Z`; a `+` offset must be sent as `%2B`). Defaults to 7 days before `end_time`. A window spans at most 366 days (a longer one is a 400). */
+                start_time?: components["parameters"]["AnalyticsStartTime"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Credit consumption. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UsageSummary"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
         };
     };
     listBuckets: {
@@ -5980,6 +7131,191 @@ export interface operations {
             429: components["responses"]["RateLimited"];
         };
     };
+    listNamespaceTemplates: {
+        parameters: {
+            query?: {
+                limit?: components["parameters"]["Limit"];
+                /** @description Results to skip (past the end, the page is empty). */
+                offset?: components["parameters"]["Offset"];
+                /** @description Case-insensitive substring of the template name. */
+                search?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of templates. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NamespaceTemplateList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    createNamespaceTemplate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NamespaceTemplateCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description The new template. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NamespaceTemplate"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    getNamespaceTemplate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The template's `tmpl_` id or its name. */
+                template_id: components["parameters"]["TemplateId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The template. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NamespaceTemplate"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    deleteNamespaceTemplate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The template's `tmpl_` id or its name. */
+                template_id: components["parameters"]["TemplateId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The template was deleted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NamespaceTemplateDeleted"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    updateNamespaceTemplate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The template's `tmpl_` id or its name. */
+                template_id: components["parameters"]["TemplateId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NamespaceTemplateUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description The updated template. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NamespaceTemplate"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    instantiateNamespaceTemplate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The template's `tmpl_` id or its name. */
+                template_id: components["parameters"]["TemplateId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NamespaceTemplateInstantiateRequest"];
+            };
+        };
+        responses: {
+            /** @description The new namespace, ready. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NamespaceTemplateInstantiation"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
     getDecompositionTree: {
         parameters: {
             query?: never;
@@ -6489,6 +7825,246 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    listWebhooks: {
+        parameters: {
+            query?: {
+                /** @description The `next_cursor` of the previous page. */
+                cursor?: components["parameters"]["Cursor"];
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of webhooks. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    createWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description The new webhook (its secret only as `secret_hint`). */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    getWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook's `whk_` id. */
+                webhook_id: components["parameters"]["WebhookId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The webhook. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    deleteWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook's `whk_` id. */
+                webhook_id: components["parameters"]["WebhookId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The webhook was deleted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeleted"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    updateWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook's `whk_` id. */
+                webhook_id: components["parameters"]["WebhookId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description The updated webhook. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description The `next_cursor` of the previous page. */
+                cursor?: components["parameters"]["Cursor"];
+                limit?: components["parameters"]["Limit"];
+                status?: components["schemas"]["WebhookDeliveryStatus"];
+            };
+            header?: never;
+            path: {
+                /** @description The webhook's `whk_` id. */
+                webhook_id: components["parameters"]["WebhookId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of deliveries. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveryPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    rotateWebhookSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook's `whk_` id. */
+                webhook_id: components["parameters"]["WebhookId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["WebhookSecretRotateRequest"];
+            };
+        };
+        responses: {
+            /** @description The webhook and its new secret (shown only here). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookWithSecret"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    testWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook's `whk_` id. */
+                webhook_id: components["parameters"]["WebhookId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The queued delivery. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDelivery"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             422: components["responses"]["ValidationFailed"];
             429: components["responses"]["RateLimited"];
         };

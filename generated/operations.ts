@@ -17,6 +17,22 @@ export const operationTable = {
     "jsonLimits": [],
     "boundKeys": false
   },
+  "analyzeRetriever": {
+    "method": "post",
+    "path": "/v1/analytics/retrievers/{retriever_id}/analyze",
+    "permission": "read",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "id_from": "path.retriever_id",
+      "operation": "read_data"
+    },
+    "namespaceHeader": "required",
+    "body": null,
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
   "cancelBatch": {
     "method": "post",
     "path": "/v1/buckets/{bucket_identifier}/batches/{batch_id}/cancel",
@@ -196,6 +212,22 @@ export const operationTable = {
     ],
     "boundKeys": false
   },
+  "createNamespaceTemplate": {
+    "method": "post",
+    "path": "/v1/namespaces/templates",
+    "permission": "write",
+    "public": false,
+    "scope": {
+      "resource_type": "namespace",
+      "id_from": "body.source_namespace",
+      "operation": "read_data"
+    },
+    "namespaceHeader": null,
+    "body": "json",
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
   "createObject": {
     "method": "post",
     "path": "/v1/buckets/{bucket_identifier}/objects",
@@ -315,6 +347,21 @@ export const operationTable = {
     "jsonLimits": [],
     "boundKeys": false
   },
+  "createWebhook": {
+    "method": "post",
+    "path": "/v1/organizations/webhooks",
+    "permission": "admin",
+    "public": false,
+    "scope": {
+      "resource_type": "webhook",
+      "operation": "modify_infrastructure"
+    },
+    "namespaceHeader": null,
+    "body": "json",
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
   "deleteBatch": {
     "method": "delete",
     "path": "/v1/buckets/{bucket_identifier}/batches/{batch_id}",
@@ -411,6 +458,21 @@ export const operationTable = {
     "jsonLimits": [],
     "boundKeys": false
   },
+  "deleteNamespaceTemplate": {
+    "method": "delete",
+    "path": "/v1/namespaces/templates/{template_id}",
+    "permission": "delete",
+    "public": false,
+    "scope": {
+      "resource_type": "namespace",
+      "operation": "read_data"
+    },
+    "namespaceHeader": null,
+    "body": null,
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
   "deleteObject": {
     "method": "delete",
     "path": "/v1/buckets/{bucket_identifier}/objects/{object_id}",
@@ -452,6 +514,22 @@ export const operationTable = {
       "resource_type": "user",
       "id_from": "path.user_email",
       "operation": "manage_permissions"
+    },
+    "namespaceHeader": null,
+    "body": null,
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
+  "deleteWebhook": {
+    "method": "delete",
+    "path": "/v1/organizations/webhooks/{webhook_id}",
+    "permission": "admin",
+    "public": false,
+    "scope": {
+      "resource_type": "webhook",
+      "id_from": "path.webhook_id",
+      "operation": "delete_data"
     },
     "namespaceHeader": null,
     "body": null,
@@ -593,6 +671,21 @@ export const operationTable = {
     "jsonLimits": [],
     "boundKeys": false
   },
+  "getApiPerformance": {
+    "method": "get",
+    "path": "/v1/analytics/api/performance",
+    "permission": "admin",
+    "public": false,
+    "scope": {
+      "resource_type": "organization",
+      "operation": "read_data"
+    },
+    "namespaceHeader": null,
+    "body": null,
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
   "getBatch": {
     "method": "get",
     "path": "/v1/buckets/{bucket_identifier}/batches/{batch_id}",
@@ -620,6 +713,21 @@ export const operationTable = {
       "operation": "read_data"
     },
     "namespaceHeader": "required",
+    "body": null,
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
+  "getCachePerformance": {
+    "method": "get",
+    "path": "/v1/analytics/cache/performance",
+    "permission": "read",
+    "public": false,
+    "scope": {
+      "resource_type": "namespace",
+      "operation": "read_data"
+    },
+    "namespaceHeader": "optional",
     "body": null,
     "credits": 0,
     "jsonLimits": [],
@@ -729,6 +837,21 @@ export const operationTable = {
     "scope": {
       "resource_type": "namespace",
       "id_from": "path.name",
+      "operation": "read_data"
+    },
+    "namespaceHeader": null,
+    "body": null,
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
+  "getNamespaceTemplate": {
+    "method": "get",
+    "path": "/v1/namespaces/templates/{template_id}",
+    "permission": "read",
+    "public": false,
+    "scope": {
+      "resource_type": "namespace",
       "operation": "read_data"
     },
     "namespaceHeader": null,
@@ -864,9 +987,57 @@ export const operationTable = {
     "jsonLimits": [],
     "boundKeys": false
   },
+  "getRetrieverPerformance": {
+    "method": "get",
+    "path": "/v1/analytics/retrievers/{retriever_id}/performance",
+    "permission": "read",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "id_from": "path.retriever_id",
+      "operation": "read_data"
+    },
+    "namespaceHeader": "required",
+    "body": null,
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
   "getRetrieverPublication": {
     "method": "get",
     "path": "/v1/retrievers/{retriever_id}/publish",
+    "permission": "read",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "id_from": "path.retriever_id",
+      "operation": "read_data"
+    },
+    "namespaceHeader": "required",
+    "body": null,
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
+  "getRetrieverSignals": {
+    "method": "get",
+    "path": "/v1/analytics/retrievers/{retriever_id}/signals",
+    "permission": "read",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "id_from": "path.retriever_id",
+      "operation": "read_data"
+    },
+    "namespaceHeader": "required",
+    "body": null,
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
+  "getRetrieverStagePerformance": {
+    "method": "get",
+    "path": "/v1/analytics/retrievers/{retriever_id}/stages",
     "permission": "read",
     "public": false,
     "scope": {
@@ -920,6 +1091,21 @@ export const operationTable = {
     "jsonLimits": [],
     "boundKeys": false
   },
+  "getUsageSummary": {
+    "method": "get",
+    "path": "/v1/analytics/usage/summary",
+    "permission": "admin",
+    "public": false,
+    "scope": {
+      "resource_type": "organization",
+      "operation": "read_data"
+    },
+    "namespaceHeader": null,
+    "body": null,
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
   "getUser": {
     "method": "get",
     "path": "/v1/organizations/users/{user_email}",
@@ -929,6 +1115,22 @@ export const operationTable = {
       "resource_type": "user",
       "id_from": "path.user_email",
       "operation": "manage_permissions"
+    },
+    "namespaceHeader": null,
+    "body": null,
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
+  "getWebhook": {
+    "method": "get",
+    "path": "/v1/organizations/webhooks/{webhook_id}",
+    "permission": "admin",
+    "public": false,
+    "scope": {
+      "resource_type": "webhook",
+      "id_from": "path.webhook_id",
+      "operation": "read_data"
     },
     "namespaceHeader": null,
     "body": null,
@@ -947,6 +1149,22 @@ export const operationTable = {
       "operation": "write_data"
     },
     "namespaceHeader": "required",
+    "body": "json",
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
+  "instantiateNamespaceTemplate": {
+    "method": "post",
+    "path": "/v1/namespaces/templates/{template_id}/instantiate",
+    "permission": "write",
+    "public": false,
+    "scope": {
+      "resource_type": "namespace",
+      "id_from": "body.namespace_name",
+      "operation": "modify_infrastructure"
+    },
+    "namespaceHeader": null,
     "body": "json",
     "credits": 0,
     "jsonLimits": [],
@@ -1098,6 +1316,21 @@ export const operationTable = {
     "jsonLimits": [],
     "boundKeys": false
   },
+  "listNamespaceTemplates": {
+    "method": "get",
+    "path": "/v1/namespaces/templates",
+    "permission": "read",
+    "public": false,
+    "scope": {
+      "resource_type": "namespace",
+      "operation": "read_data"
+    },
+    "namespaceHeader": null,
+    "body": null,
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
   "listObjects": {
     "method": "get",
     "path": "/v1/buckets/{bucket_identifier}/objects",
@@ -1188,6 +1421,22 @@ export const operationTable = {
     "jsonLimits": [],
     "boundKeys": false
   },
+  "listRetrieverSlowestExecutions": {
+    "method": "get",
+    "path": "/v1/analytics/retrievers/{retriever_id}/slowest",
+    "permission": "read",
+    "public": false,
+    "scope": {
+      "resource_type": "retriever",
+      "id_from": "path.retriever_id",
+      "operation": "read_data"
+    },
+    "namespaceHeader": "required",
+    "body": null,
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
   "listRetrieverStages": {
     "method": "get",
     "path": "/v1/retrievers/stages",
@@ -1224,6 +1473,37 @@ export const operationTable = {
     "scope": {
       "resource_type": "user",
       "operation": "manage_permissions"
+    },
+    "namespaceHeader": null,
+    "body": null,
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
+  "listWebhookDeliveries": {
+    "method": "get",
+    "path": "/v1/organizations/webhooks/{webhook_id}/deliveries",
+    "permission": "admin",
+    "public": false,
+    "scope": {
+      "resource_type": "webhook",
+      "id_from": "path.webhook_id",
+      "operation": "read_data"
+    },
+    "namespaceHeader": null,
+    "body": null,
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
+  "listWebhooks": {
+    "method": "get",
+    "path": "/v1/organizations/webhooks",
+    "permission": "admin",
+    "public": false,
+    "scope": {
+      "resource_type": "webhook",
+      "operation": "read_data"
     },
     "namespaceHeader": null,
     "body": null,
@@ -1410,6 +1690,22 @@ export const operationTable = {
     "jsonLimits": [],
     "boundKeys": false
   },
+  "rotateWebhookSecret": {
+    "method": "post",
+    "path": "/v1/organizations/webhooks/{webhook_id}/rotate-secret",
+    "permission": "admin",
+    "public": false,
+    "scope": {
+      "resource_type": "webhook",
+      "id_from": "path.webhook_id",
+      "operation": "modify_infrastructure"
+    },
+    "namespaceHeader": null,
+    "body": "json",
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
   "searchDocuments": {
     "method": "post",
     "path": "/v1/collections/{collection_identifier}/documents/list",
@@ -1469,6 +1765,22 @@ export const operationTable = {
     },
     "namespaceHeader": null,
     "body": "json",
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
+  "testWebhook": {
+    "method": "post",
+    "path": "/v1/organizations/webhooks/{webhook_id}/test",
+    "permission": "admin",
+    "public": false,
+    "scope": {
+      "resource_type": "webhook",
+      "id_from": "path.webhook_id",
+      "operation": "modify_infrastructure"
+    },
+    "namespaceHeader": null,
+    "body": null,
     "credits": 0,
     "jsonLimits": [],
     "boundKeys": false
@@ -1635,6 +1947,21 @@ export const operationTable = {
     ],
     "boundKeys": false
   },
+  "updateNamespaceTemplate": {
+    "method": "patch",
+    "path": "/v1/namespaces/templates/{template_id}",
+    "permission": "write",
+    "public": false,
+    "scope": {
+      "resource_type": "namespace",
+      "operation": "read_data"
+    },
+    "namespaceHeader": null,
+    "body": "json",
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
   "updateObject": {
     "method": "patch",
     "path": "/v1/buckets/{bucket_identifier}/objects/{object_id}",
@@ -1685,6 +2012,22 @@ export const operationTable = {
       "operation": "create_retriever"
     },
     "namespaceHeader": "required",
+    "body": "json",
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
+  "updateWebhook": {
+    "method": "patch",
+    "path": "/v1/organizations/webhooks/{webhook_id}",
+    "permission": "admin",
+    "public": false,
+    "scope": {
+      "resource_type": "webhook",
+      "id_from": "path.webhook_id",
+      "operation": "modify_infrastructure"
+    },
+    "namespaceHeader": null,
     "body": "json",
     "credits": 0,
     "jsonLimits": [],

@@ -67,6 +67,12 @@ export interface Config {
   /** Blob URLs (`url` sources) may point at private or loopback addresses only when this is on. */
   allowPrivateUrlFetch: boolean;
   urlFetchTimeoutMs: number;
+  /** Webhook URLs may point at private or loopback addresses only when this is on (TESSERA_ALLOW_PRIVATE_WEBHOOK_URLS). */
+  allowPrivateWebhookUrls: boolean;
+  /** How long one webhook delivery attempt may take, connect to last byte (TESSERA_WEBHOOK_TIMEOUT_MS). */
+  webhookTimeoutMs: number;
+  /** The first retry delay of a failed webhook delivery; each later one is ten times the one before (TESSERA_WEBHOOK_RETRY_BASE_MS). */
+  webhookRetryBaseMs: number;
   /** How often unconfirmed uploads past their expiry are cleaned up (ms). */
   uploadCleanupIntervalMs: number;
   /** Vector engine; absent means pgvector when the database has it, else LanceDB under `home/vectors`. */
@@ -258,6 +264,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       : undefined,
     allowPrivateUrlFetch: bool(env.TESSERA_ALLOW_PRIVATE_URL_FETCH, false),
     urlFetchTimeoutMs: int(env.TESSERA_URL_FETCH_TIMEOUT_MS, 30_000, 'TESSERA_URL_FETCH_TIMEOUT_MS'),
+    allowPrivateWebhookUrls: bool(env.TESSERA_ALLOW_PRIVATE_WEBHOOK_URLS, false),
+    webhookTimeoutMs: Math.max(100, int(env.TESSERA_WEBHOOK_TIMEOUT_MS, 10_000, 'TESSERA_WEBHOOK_TIMEOUT_MS')),
+    webhookRetryBaseMs: int(env.TESSERA_WEBHOOK_RETRY_BASE_MS, 10_000, 'TESSERA_WEBHOOK_RETRY_BASE_MS'),
     uploadCleanupIntervalMs: int(env.TESSERA_UPLOAD_CLEANUP_INTERVAL_MS, 300_000, 'TESSERA_UPLOAD_CLEANUP_INTERVAL_MS'),
     vectorEngine: engine,
     milvus: milvus(env, engine),

@@ -36,6 +36,8 @@ import type { CrossProcessNotices as CrossProcessNoticesShape } from './db/pg-no
 import type { PublishedRetrieverDirectory as PublishedRetrieverDirectoryShape } from './retrieval/published.js';
 import type { RetrieverExecutor as RetrieverExecutorShape } from './retrieval/executor.js';
 import type { RetrieverRemovals as RetrieverRemovalsShape } from './retrieval/removals.js';
+import type { SavedRetrievers as SavedRetrieversShape } from './retrieval/saved.js';
+import type { RetrieverAlertPolicy as RetrieverAlertPolicyShape } from './retrieval/alerts.js';
 
 declare const tokenType: unique symbol;
 export type Token<T> = symbol & { readonly [tokenType]?: T };
@@ -121,3 +123,7 @@ export const PublishedRetrievers = createToken<PublishedRetrieverDirectoryShape>
 export const RetrieverExecutor = createToken<RetrieverExecutorShape>('RetrieverExecutor');
 /** Hooks other plugins register to end what they hold for a deleted retriever (kernel/retrieval/removals.ts). */
 export const RetrieverRemovals = createToken<RetrieverRemovalsShape>('RetrieverRemovals');
+/** Saved retrievers' definitions and execution history for readers outside their plugin (bound by the retrievers plugin). */
+export const SavedRetrievers = createToken<SavedRetrieversShape>('SavedRetrievers');
+/** What listeners ask to hear about saved retrievers' executions (bound by the webhooks plugin; kernel/retrieval/alerts.ts). */
+export const RetrieverAlertPolicy = createToken<RetrieverAlertPolicyShape>('RetrieverAlertPolicy');

@@ -1,4 +1,5 @@
 /** Every built-in plugin, named once. The `tessera` entry point loads this list, then TESSERA_PLUGINS. */
+import analytics from './resources/analytics/index.js';
 import apiKeys from './resources/api-keys/index.js';
 import auditLog from './resources/audit-log/index.js';
 import batches from './resources/batches/index.js';
@@ -18,6 +19,7 @@ import onnxModels from './models/onnx/index.js';
 import paddleOcr from './models/paddle-ocr/index.js';
 import health from './resources/health/index.js';
 import namespaces from './resources/namespaces/index.js';
+import namespaceTemplates from './resources/namespace-templates/index.js';
 import storage from './resources/storage/index.js';
 import usage from './resources/usage/index.js';
 import users from './resources/users/index.js';
@@ -25,6 +27,7 @@ import retrievers from './resources/retrievers/index.js';
 import publishedRetrievers from './resources/published-retrievers/index.js';
 import marketplace from './resources/marketplace/index.js';
 import searchPage from './resources/search-page/index.js';
+import webhooks from './resources/webhooks/index.js';
 import aggregate from './stages/aggregate/index.js';
 import attributeFilter from './stages/attribute_filter/index.js';
 import deduplicate from './stages/deduplicate/index.js';
@@ -55,9 +58,12 @@ export default [
   collections,
   batches,
   retrievers,
+  namespaceTemplates,
   publishedRetrievers,
   marketplace,
   searchPage,
+  webhooks,
+  analytics,
   attributeFilter,
   featureSearch,
   sortAttribute,

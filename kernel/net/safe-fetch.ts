@@ -34,9 +34,11 @@ export function isPublicAddress(address: string): boolean {
   return parsed.range() === 'unicast';
 }
 
-class BlockedAddressError extends Error {}
+/** A name resolved to an address the caller may not reach (see guardedLookup). */
+export class BlockedAddressError extends Error {}
 
-function guardedLookup(allowPrivate: boolean): LookupFunction {
+/** A DNS lookup for http(s).request that refuses private and loopback addresses at connect time (no rebinding window). */
+export function guardedLookup(allowPrivate: boolean): LookupFunction {
   return (hostname, options, callback) => {
     dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
       if (err) return callback(err, '', 0);

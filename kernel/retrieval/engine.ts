@@ -11,7 +11,7 @@ import type { ResolvedNamespace } from '../auth/namespaces.js';
 import { scopesAllow, type ResourceScope } from '../auth/scopes.js';
 import { ApiError, NotAllowedError, RequestValidationError, ServiceUnavailableError } from '../errors.js';
 import type { PluginRegistry, RetrievalCollection, StageBudget, StageContext, StageDocument } from '../plugins.js';
-import { DocumentSource } from '../tokens.js';
+import { Clock, DocumentSource, resolve } from '../tokens.js';
 import { BudgetExceededError, type StageLimitName } from './budget.js';
 import { ExecutionCache, type CacheStorage, type CachedStageCounts, type ExecutionCacheRequest } from './cache.js';
 import type { DocumentSource as DocumentSourceShape } from './documents.js';
@@ -164,7 +164,8 @@ export class RetrievalEngine {
   }
 
   async execute(request: ExecutionRequest): Promise<ExecutionOutcome> {
-    const startedAt = new Date();
+    // The service's clock (an injected one in tests), as every other recorded time.
+    const startedAt = resolve(this.container, Clock).now();
     const t0 = performance.now();
     const { inputs, prepared } = this.prepare(request.inputSchema, request.stages, request.inputs);
     const plan = this.plan(prepared, request.optimize);

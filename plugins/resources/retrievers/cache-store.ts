@@ -25,6 +25,15 @@ export const MAX_CACHE_ENTRIES_PER_ORGANIZATION = 10_000;
 /** Every this many stored entries, a sweep is scheduled (besides the periodic one). */
 const SWEEP_EVERY_STORES = 200;
 
+/** Why entries left the cache (recorded per retriever for the cache analytics). */
+export type EvictionReason = 'expired' | 'invalidated' | 'over_bound';
+
+interface EvictedRow {
+  organization_id: string;
+  namespace_id: string;
+  retriever_id: string;
+}
+
 export interface CacheInvalidationPayload {
   organization_id: string;
   namespace_id: string;
@@ -139,11 +148,11 @@ export class RetrieverCacheStore implements CacheStorage, RetrievalCacheInvalida
     if (ids.length > 0) {
       // The generation goes up first: an execution still running stores under the old key, which nobody looks up.
       await this.bump(payload.organization_id, ids.map(versionScope.retriever).sort());
-      entries += await this.deleteWhere((q) => q.where({ organization_id: payload.organization_id }).whereIn('retriever_id', ids));
+      entries += await this.deleteWhere('invalidated', (q) => q.where({ organization_id: payload.organization_id }).whereIn('retriever_id', ids));
     }
     if (payload.action === 'collection.deleted') {
       for (const collectionId of payload.collection_ids) {
-        entries += await this.deleteWhere((q) =>
+        entries += await this.deleteWhere('invalidated', (q) =>
           q.where({ organization_id: payload.organization_id }).whereRaw('collection_ids @> ?::jsonb', [JSON.stringify([collectionId])]),
         );
       }
@@ -153,16 +162,17 @@ export class RetrieverCacheStore implements CacheStorage, RetrievalCacheInvalida
 
   /** Removes expired rows, then the oldest rows of organizations over their bound. */
   async sweep(): Promise<{ expired: number; over_bound: number }> {
-    const expired = await this.deleteWhere((q) => q.where('expires_at', '<=', this.clock.now()));
-    const result = (await this.db.raw(
+    const expired = await this.deleteWhere('expired', (q) => q.where('expires_at', '<=', this.clock.now()));
+    const result = (await this.db.raw<{ rows: EvictedRow[] }>(
       `delete from retriever_cache_entries where cache_key in (
          select cache_key from (
            select cache_key, row_number() over (partition by organization_id order by created_at desc, cache_key) as position
            from retriever_cache_entries
          ) ranked where position > ?
-       ) returning cache_key`,
+       ) returning organization_id, namespace_id, retriever_id`,
       [MAX_CACHE_ENTRIES_PER_ORGANIZATION],
-    )) as { rows: unknown[] };
+    )) as { rows: EvictedRow[] };
+    await this.recordEvictions('over_bound', result.rows);
     return { expired, over_bound: result.rows.length };
   }
 
@@ -200,9 +210,26 @@ export class RetrieverCacheStore implements CacheStorage, RetrievalCacheInvalida
     );
   }
 
-  private async deleteWhere(where: (q: Knex.QueryBuilder) => Knex.QueryBuilder): Promise<number> {
+  private async deleteWhere(reason: EvictionReason, where: (q: Knex.QueryBuilder) => Knex.QueryBuilder): Promise<number> {
     // Counted from RETURNING: PGlite's knex client does not report a row count for DELETE.
-    const rows = (await where(this.db('retriever_cache_entries')).delete().returning('cache_key')) as unknown[];
+    const rows = (await where(this.db('retriever_cache_entries'))
+      .delete()
+      .returning(['organization_id', 'namespace_id', 'retriever_id'])) as EvictedRow[];
+    await this.recordEvictions(reason, rows);
     return rows.length;
+  }
+
+  /** One row per retriever and reason: the cache analytics count evictions over a window from these. */
+  private async recordEvictions(reason: EvictionReason, rows: readonly EvictedRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    const counts = new Map<string, EvictedRow & { entries: number }>();
+    for (const row of rows) {
+      const key = `${row.organization_id}\u0000${row.retriever_id}`;
+      const seen = counts.get(key);
+      if (seen) seen.entries += 1;
+      else counts.set(key, { organization_id: row.organization_id, namespace_id: row.namespace_id, retriever_id: row.retriever_id, entries: 1 });
+    }
+    const occurredAt = this.clock.now();
+    await this.db('retriever_cache_evictions').insert([...counts.values()].map((c) => ({ ...c, reason, occurred_at: occurredAt })));
   }
 }

@@ -30,14 +30,18 @@ import {
   RetrievalCacheInvalidation,
   RetrieverExecutor,
   RetrieverRemovals,
+  SavedRetrievers,
+  RetrieverAlertPolicy,
   RootLogger,
   TaskQueue,
   TenantStore,
   createToken,
 } from '../../../kernel/tokens.js';
 import { NotFoundError } from '../../../kernel/errors.js';
+import type { SavedRetrievers as SavedRetrieverReader } from '../../../kernel/retrieval/saved.js';
 import { CACHE_INVALIDATE_TASK, CACHE_SWEEP_TASK, NO_EXECUTIONS, RetrieverCacheStore, type CacheHitRate, type CacheInvalidationPayload } from './cache-store.js';
 import { RetrieverKeyService, toRetrieverApiKey } from './api-keys.js';
+import { ExecutionAlerts } from './alerts.js';
 import { ExecutionHistory } from './execution-history.js';
 import { retrieverExecutor } from './executor-binding.js';
 import { retrieverMigrations } from './migrations.js';
@@ -189,7 +193,8 @@ export default defineResource({
     const cursors = new PageCursors(services.get(BlobSigningSecret), clock);
     const history = new ExecutionHistory(store, services.get(RootLogger).child({ component: 'retriever-executions' }));
     container.bind(History).toConstantValue(history);
-    const retrievers = new RetrieverService(store, engine, clock, { cursors, blobs: () => services.get(BlobStore), history });
+    const alerts = new ExecutionAlerts(services.get(DatabaseHandle).db, () => services.tryGet(RetrieverAlertPolicy), history, services.get(Announcer), services.get(RootLogger).child({ component: 'retriever-alerts' }));
+    const retrievers = new RetrieverService(store, engine, clock, { cursors, blobs: () => services.get(BlobStore), history, alerts });
     container.bind(Retrievers).toConstantValue(retrievers);
     container.bind(RetrieverKeys).toConstantValue(
       new RetrieverKeyService({
@@ -203,6 +208,8 @@ export default defineResource({
       }),
     );
     container.bind(RetrieverExecutor).toConstantValue(retrieverExecutor(retrievers, store, () => services.get(NamespaceResolver)));
+    const saved: SavedRetrieverReader = { find: (organizationId, namespaceId, nameOrId) => store.find(organizationId, namespaceId, nameOrId), flushHistory: () => history.flush() };
+    container.bind(SavedRetrievers).toConstantValue(saved);
   },
   setup: ({ services, log }) => {
     const store = services.get(Store);

@@ -120,7 +120,7 @@ export const retrieverMigrations: Migration[] = [
     },
   },
   {
-    // history-inputs.ts: inputs are stored as text (query vectors packed as float64 bytes), kept in the row's
+    // kernel/retrieval/history-inputs.ts: inputs are stored as text (query vectors packed as float64 bytes), kept in the row's
     // page when they fit (`main`: compressed if it helps, moved out of line only as a last resort).
     name: '0006_execution_inputs_packed',
     async up(db) {
@@ -134,6 +134,22 @@ export const retrieverMigrations: Migration[] = [
     name: '0007_execution_rows_inline',
     async up(db) {
       await db.raw('alter table retriever_executions set (toast_tuple_target = 8160)');
+    },
+  },
+  {
+    // Cache analytics: how many entries left the cache, when, and why (cache-store.ts recordEvictions).
+    name: '0008_retriever_cache_evictions',
+    async up(db) {
+      await db.schema.createTable('retriever_cache_evictions', (t) => {
+        t.bigIncrements('id').primary();
+        t.text('organization_id').notNullable();
+        t.text('namespace_id').notNullable();
+        t.text('retriever_id').notNullable();
+        t.text('reason').notNullable();
+        t.integer('entries').notNullable();
+        t.timestamp('occurred_at', { useTz: true }).notNullable();
+        t.index(['organization_id', 'occurred_at']);
+      });
     },
   },
 ];

@@ -20,6 +20,7 @@ import type { PaginationRequest } from '../../../kernel/retrieval/pagination.js'
 import { planPage, recordedPage, withCursor } from './paging.js';
 import { lineageReader } from '../../../kernel/retrieval/lineage.js';
 import { DocumentUrlSigner } from '../../../kernel/retrieval/presign.js';
+import type { ExecutionAlerts } from './alerts.js';
 import type { ExecutionHistory } from './execution-history.js';
 import type { ExecutionRow, RetrieverRow, RetrieverStore } from './store.js';
 
@@ -55,6 +56,8 @@ export interface ExecutionServices {
   cursors: PageCursors;
   blobs: () => BlobStore;
   history: ExecutionHistory;
+  /** Told of every recorded execution (retriever.slow_query, cache.low_hit_rate). */
+  alerts?: ExecutionAlerts;
 }
 
 export class RetrieverService {
@@ -219,6 +222,7 @@ export class RetrieverService {
     // A cursor for later pages reads this record back: it is written before the cursor is handed out.
     if (outcome.continuation?.method === 'cursor') await this.executions.history.recordNow(record);
     else this.executions.history.record(record);
+    this.executions.alerts?.observe(row, record);
     return { row, outcome: await this.finish(withCursor(this.executions.cursors, outcome, binding), caller, namespace, options) };
   }
 

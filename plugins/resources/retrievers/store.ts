@@ -4,7 +4,7 @@ import type { DatabaseNotices } from '../../../kernel/db/database.js';
 import { deepFreeze, LocalReadCache } from '../../../kernel/db/local-read-cache.js';
 import { CROSS_PROCESS_TTL_MS, type CrossProcessNotices } from '../../../kernel/db/pg-notices.js';
 import type { components } from '../../../generated/openapi.js';
-import { packInputs, unpackInputs } from './history-inputs.js';
+import { packInputs, unpackInputs } from '../../../kernel/retrieval/history-inputs.js';
 
 type Schemas = components['schemas'];
 
@@ -173,6 +173,8 @@ export class RetrieverStore {
   async delete(retrieverId: string): Promise<void> {
     try {
       await this.db('retrievers').where({ retriever_id: retrieverId }).delete();
+      // No foreign key (an eviction may be recorded while its retriever goes): removed here instead.
+      await this.db('retriever_cache_evictions').where({ retriever_id: retrieverId }).delete();
     } finally {
       this.definitions.forgetAll();
     }

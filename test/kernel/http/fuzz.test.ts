@@ -93,6 +93,11 @@ describe('schema-driven fuzzing of every documented operation', () => {
       stages: [{ stage_name: 'filter', config: { stage_id: 'attribute_filter', parameters: { filters: { AND: [{ field: 'topic', operator: 'eq', value: '{{inputs.q}}' }] } } } }],
     });
     const execution = await created('POST', '/v1/retrievers/fuzz-retriever/execute', { inputs: { q: 'lamps' } });
+    const template = await created('POST', '/v1/namespaces/templates', { template_name: 'fuzz-template', source_namespace: NAMESPACE });
+    // A webhook on a name that never resolves: deliveries the fuzzed requests cause fail at once and wait for a retry.
+    const webhook = await created('POST', '/v1/organizations/webhooks', {
+      url: 'https://hooks.fuzz.invalid/tessera', secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', event_types: ['object.created', 'batch.completed'],
+    });
 
     const tokenOf = (url: unknown) => (typeof url === 'string' ? [url.split('/v1/storage/blobs/')[1]!.split('?')[0]!] : []);
     fixtures = {
@@ -116,6 +121,9 @@ describe('schema-driven fuzzing of every documented operation', () => {
       execution_id: [execution.execution_id],
       collection_identifiers: [['fuzz-docs'], [collection.collection_id]],
       stage_id: ['attribute_filter', 'feature_search', 'sort_attribute', 'limit'],
+      template_id: ['fuzz-template', template.template_id],
+      source_namespace: [NAMESPACE, namespace.namespace_id],
+      webhook_id: [webhook.webhook_id],
     };
   }, 120_000);
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { packInputs, unpackInputs } from '../../../../plugins/resources/retrievers/history-inputs.js';
+import { packInputs, unpackInputs } from '../../../kernel/retrieval/history-inputs.js';
 
 describe('execution inputs as the history stores them', () => {
   const vector = Array.from({ length: 40 }, (_, i) => Math.cos(i) * 1e-3 + i);
