@@ -80,6 +80,69 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/analytics/engine/performance": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Background task execution time, queue depth and worker utilization of the organization.
+         * @description Over the organization's background tasks (batch tiers and chunks, deliveries, purges, ...) created in the window (default the last 7 days): how many finished, failed for good or are still waiting, the retries they took, the run time of their latest attempt and how long it waited once due (percentiles), and the time they ran in all. `utilization` is that time over the window's length: how many of the organization's tasks ran at once on average. `queue` is now: tasks due and waiting, scheduled for later (retries, delays) and running. `workers` counts the task-taking processes alive now (service-wide). Per task type in `by_type`, or per UTC day with `group_by=day`. Needs the `admin` permission.
+         */
+        get: operations["getEnginePerformance"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/analytics/extractors/{extractor_name}/performance": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A registered feature extractor (`text_extractor`, `image_extractor`, ...). */
+                extractor_name: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * Processing time per object, failure rate and retries of one feature extractor.
+         * @description Over the batch chunks this extractor processed that finished in the window (default the last 7 days): objects (source records) processed, documents written and skipped, objects that failed and the failure rate, the average processing time per object, and the retries (chunk task attempts after the first), overall and per collection (at most 100, most objects first). With `X-Namespace` only that namespace's batches count. An extractor that is not registered is a 404. Needs the `read` permission.
+         */
+        get: operations["getExtractorPerformance"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/analytics/inference/performance": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Model latency and throughput, per model and method.
+         * @description Every call this deployment's processes made to a model in the window (default the last 7 days; figures are written every 30 seconds, so the last half minute may be missing): calls, items (texts, images, clips or documents), errors, latency percentiles and throughput, overall and per model and method (`embedText`, `embedImage`, `embedAudio`, `ocr`, `rerank`), most calls first. A call is one request to an inference worker, retries included; many small calls are sent as one. Percentiles are read from a latency histogram (upper bounds 1, 2, 5, 10, 20, 50, 100, 200, 500 ms, 1, 2, 5, 10, 30 s): each is the upper bound of the bucket it falls in, at most the slowest call. Models serve every organization alike: these are the deployment's figures. Needs the `admin` permission.
+         */
+        get: operations["getInferencePerformance"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/analytics/retrievers/{retriever_id}/analyze": {
         parameters: {
             query?: never;
@@ -1003,6 +1066,86 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/manifest/apply": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create every resource a manifest declares, in dependency order, all or nothing.
+         * @description Reads the manifest (the `Manifest` schema: YAML in the form field `manifest_file`, or the whole body as `application/yaml`), checks it as `POST /v1/manifest/validate` does (a 422 listing every problem, each at its path in the manifest, e.g. `collections[2].source.collection_id`), puts each `${{ secrets.NAME }}` in place, and creates namespaces, buckets, collections (a collection read by another first) and retrievers through this API with the caller's own key, so each creation needs what it needs on its own (permission, scopes). Resources that already exist as declared are left alone (`unchanged`); one that exists differently is a 409 naming its differing fields, before anything is created (there is no update: see `POST /v1/manifest/diff`). Circular dependencies between collections are a 422 naming the cycle. If a creation fails, everything this request created is deleted again, newest first (a namespace it created with all it holds), and the answer names the entry that failed with the API's own error; that needs the `delete` permission, which this operation therefore requires. Non-empty `taxonomies` or `clusters` are refused (not supported yet). Bodies over 1 MiB are a 413.
+         */
+        post: operations["applyManifest"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/manifest/diff": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Compare a manifest with what the deployment holds.
+         * @description For each resource the manifest declares: `create` (not there yet), `unchanged`, or `differs` with the names of the fields that differ (never their values); and, within the manifest's namespaces, resources the deployment has and the manifest does not (`extra`, for information: apply never deletes). Only fields the manifest gives are compared. An invalid manifest is a 422 as for apply. Needs the `read` permission.
+         */
+        post: operations["diffManifest"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/manifest/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The organization's namespaces, buckets, collections and retrievers as a manifest (YAML).
+         * @description Writes a manifest (`Manifest` schema, as YAML) of every namespace the key may see, or of one (`namespace`, or `X-Namespace`), with their buckets, collections and retrievers (definitions only: no objects, documents, publications or history). Applying it to an organization without them recreates them; ids are written as names. A value equal to an organization secret's value is written as `${{ secrets.NAME }}`, never as the value. Needs the `read` permission.
+         */
+        get: operations["exportManifest"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/manifest/validate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Check a manifest without changing anything.
+         * @description Checks the manifest's YAML syntax (a problem names its line and column), its schema (`Manifest`), its references (a bucket's namespace, a collection's source bucket or collection, a retriever's collections: each must be declared in the manifest or exist in the deployment), circular dependencies, and that every `${{ secrets.NAME }}` names an existing organization secret. Answers 200 with `valid` and every problem found, each with its path in the manifest; a body that is not a manifest upload at all is a 422, over 1 MiB a 413. Needs the `read` permission.
+         */
+        post: operations["validateManifest"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/marketplace/catalog": {
         parameters: {
             query?: never;
@@ -1398,6 +1541,57 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/organizations/secrets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The organization's secrets, by name (never their values).
+         * @description Lists every secret of the organization in name order with its dates and creator; values are never returned. Needs the `admin` permission.
+         */
+        get: operations["listOrganizationSecrets"];
+        put?: never;
+        /**
+         * Store a secret a manifest can refer to as `${{ secrets.NAME }}`.
+         * @description Stores `value` under `name` (upper case letters, digits and `_`, starting with a letter; unique in the organization, 409 otherwise). The value is sealed at rest (AES-256-GCM under a key derived from the deployment's signing secret) and never returned by any operation: manifests put it in place of `${{ secrets.NAME }}` when they are applied, and every manifest answer, diff and export shows the reference instead of the value. Values are 8 to 8192 characters (at least 8 so that answers can recognize and hide them). Anyone who may apply a manifest can place a secret's value into a resource they can read back: store here only what such keys may see. Needs the `admin` permission.
+         */
+        post: operations["createOrganizationSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/organizations/secrets/{secret_name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The secret's name. */
+                secret_name: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Replace a secret's value.
+         * @description Replaces the value of an existing secret (404 when there is none). Resources a manifest made with the old value keep it: apply the manifest again into a fresh namespace, or change them, to use the new one. Needs the `admin` permission.
+         */
+        put: operations["replaceOrganizationSecret"];
+        post?: never;
+        /**
+         * Delete a secret.
+         * @description Deletes the secret (404 when there is none). Manifests that refer to it no longer validate or apply. Needs the `admin` permission.
+         */
+        delete: operations["deleteOrganizationSecret"];
         options?: never;
         head?: never;
         patch?: never;
@@ -3084,6 +3278,54 @@ export interface components {
             path: string;
             requests: number;
         };
+        EnginePerformance: {
+            /** @description Per task type, most tasks first; empty with `group_by=day`. */
+            by_type: (components["schemas"]["EngineTaskFigures"] & {
+                task_type: string;
+            })[];
+            /** Format: date-time */
+            end_time: string;
+            /** @enum {string} */
+            group_by: "task_type" | "day";
+            /** @description The organization's tasks now. */
+            queue: {
+                /** @description Due and waiting for a worker. */
+                due: number;
+                running: number;
+                /** @description Waiting for their time (a retry or a delay). */
+                scheduled: number;
+            };
+            /** @description Per UTC day, oldest first; empty unless `group_by=day`. */
+            series: (components["schemas"]["EngineTaskFigures"] & {
+                /** Format: date-time */
+                period_start: string;
+            })[];
+            /** Format: date-time */
+            start_time: string;
+            totals: components["schemas"]["EngineTaskFigures"];
+            /** @description busy_ms over the window's length: the organization's tasks running at once, on average. */
+            utilization: number;
+            /** @description Task-taking processes alive now (every organization's tasks share them). */
+            workers: {
+                live: number;
+            };
+        };
+        EngineTaskFigures: {
+            /** @description Time every attempt of these tasks ran. */
+            busy_ms: number;
+            completed: number;
+            /** @description Failed for good (every attempt used). */
+            failed: number;
+            /** @description Attempts after each task's first. */
+            retries: number;
+            run_ms: components["schemas"]["AnalyticsLatency"];
+            running: number;
+            /** @description Tasks created in the window. */
+            tasks: number;
+            wait_ms: components["schemas"]["AnalyticsLatency"];
+            /** @description Not started yet or waiting for a retry. */
+            waiting: number;
+        };
         ErrorResponse: {
             error: {
                 details?: {
@@ -3105,6 +3347,20 @@ export interface components {
             name: string;
             /** @description `tessera://<extractor>@<version>/<output>` */
             uri: string;
+        };
+        ExtractorFigures: {
+            avg_ms_per_object: number | null;
+            chunks: number;
+            documents_skipped: number;
+            documents_written: number;
+            failed_objects: number;
+            /** @description failed_objects over objects; null without objects. */
+            failure_rate: number | null;
+            /** @description Source records processed (objects at tier 0; documents of the source collection later). */
+            objects: number;
+            /** @description Chunk task attempts after the first. */
+            retries: number;
+            total_ms: number;
         };
         ExtractorInfo: {
             accepts: string[];
@@ -3151,6 +3407,19 @@ export interface components {
         ExtractorList: {
             results: components["schemas"]["ExtractorInfo"][];
             total: number;
+        };
+        ExtractorPerformance: {
+            batches: number;
+            collections: (components["schemas"]["ExtractorFigures"] & {
+                collection_id: string;
+            })[];
+            /** Format: date-time */
+            end_time: string;
+            extractor_name: string;
+            namespace_id: string | null;
+            /** Format: date-time */
+            start_time: string;
+            totals: components["schemas"]["ExtractorFigures"];
         };
         FeatureDependency: {
             extractor: string;
@@ -3251,6 +3520,27 @@ export interface components {
         HTTPValidationError: {
             detail: components["schemas"]["ValidationErrorItem"][];
         };
+        InferenceFigures: {
+            calls: number;
+            error_rate: number | null;
+            errors: number;
+            items: number;
+            items_per_call: number | null;
+            /** @description Items over the time calls took (one call at a time). */
+            items_per_second: number | null;
+            latency: components["schemas"]["AnalyticsLatency"];
+        };
+        InferencePerformance: {
+            /** Format: date-time */
+            end_time: string;
+            models: (components["schemas"]["InferenceFigures"] & {
+                method: string;
+                model: string;
+            })[];
+            /** Format: date-time */
+            start_time: string;
+            totals: components["schemas"]["InferenceFigures"];
+        };
         /** @enum {string} */
         KeyStatus: "active" | "revoked" | "expired";
         /** @enum {string} */
@@ -3272,6 +3562,142 @@ export interface components {
             total_credits: number;
             total_requests: number;
             user_email: string;
+        };
+        /** @description Namespaces, buckets, collections and retrievers, declared in YAML. Entries carry the fields of the matching create request (`POST /v1/namespaces`, `POST /v1/buckets`, `POST /v1/collections/create`, `POST /v1/retrievers`) with `name` for the resource's name and `namespace` for the namespace it lives in (a name declared in the manifest, or one the deployment has). Any string value may contain `${{ secrets.NAME }}`, replaced by that organization secret's value when the manifest is applied. YAML anchors and aliases are limited (at most 100 alias uses), custom tags are refused, and nesting is at most 64 levels. `taxonomies` and `clusters` must be empty or absent (not supported yet). */
+        Manifest: {
+            buckets?: components["schemas"]["ManifestBucket"][] | null;
+            /** @description Not supported yet; must be empty. */
+            clusters?: unknown[] | null;
+            collections?: components["schemas"]["ManifestCollection"][] | null;
+            metadata: {
+                description?: string | null;
+                labels?: {
+                    [key: string]: string;
+                };
+                name: string;
+            };
+            namespaces?: components["schemas"]["ManifestNamespace"][] | null;
+            retrievers?: components["schemas"]["ManifestRetriever"][] | null;
+            /** @description Not supported yet; must be empty. */
+            taxonomies?: unknown[] | null;
+            /** @description The manifest format version: `"1"` (or `1.0`). */
+            version: string;
+        };
+        ManifestApplyResult: {
+            created: number;
+            manifest_name: string;
+            results: components["schemas"]["ManifestResourceResult"][];
+            unchanged: number;
+        };
+        /** @description A bucket (`POST /v1/buckets` with `name` as `bucket_name`, in `namespace`). `sync` (a storage connection) is refused: storage connections are not supported yet. */
+        ManifestBucket: {
+            description?: string | null;
+            metadata?: components["schemas"]["Metadata"];
+            name: components["schemas"]["BucketName"];
+            /** @description The namespace's name (or `ns_` id). */
+            namespace: string;
+            schema?: components["schemas"]["BucketSchema"];
+            sync?: {
+                connection_id?: string;
+            };
+        };
+        /** @description A collection (`POST /v1/collections/create` with `name` as `collection_name`, in `namespace`). Its `source` names a bucket (`bucket_id`) or collection (`collection_id`) of the same namespace by name, declared in the manifest or existing. */
+        ManifestCollection: {
+            cache_config?: components["schemas"]["CollectionCacheConfig"];
+            description?: string | null;
+            document_handling?: components["schemas"]["DocumentHandling"];
+            enabled?: boolean;
+            feature_extractors?: components["schemas"]["FeatureExtractorConfig"][];
+            metadata?: components["schemas"]["Metadata"];
+            name: components["schemas"]["CollectionName"];
+            namespace: string;
+            source: components["schemas"]["CollectionSource"];
+            taxonomy_applications?: components["schemas"]["TaxonomyApplication"][];
+        };
+        ManifestDiff: {
+            changes: components["schemas"]["ManifestDiffEntry"][];
+            manifest_name: string;
+            summary: {
+                create: number;
+                differs: number;
+                extra: number;
+                unchanged: number;
+            };
+        };
+        ManifestDiffEntry: {
+            /** @enum {string} */
+            action: "create" | "unchanged" | "differs" | "extra";
+            /** @description For `differs`: the manifest fields whose value differs. */
+            fields: string[];
+            kind: components["schemas"]["ManifestResourceKind"];
+            name: string;
+            namespace: string | null;
+            /** @description The entry in the manifest; null for `extra`. */
+            path: string | null;
+        };
+        /** @description A namespace (`POST /v1/namespaces` with `name` as `namespace_name`). */
+        ManifestNamespace: {
+            description?: string | null;
+            feature_extractors?: components["schemas"]["FeatureExtractorRef"][];
+            metadata?: components["schemas"]["Metadata"];
+            name: components["schemas"]["NamespaceName"];
+        };
+        ManifestProblem: {
+            /** @description For YAML syntax errors, the 1-based column. */
+            column?: number;
+            /** @description For YAML syntax errors, the 1-based line. */
+            line?: number;
+            message: string;
+            /** @description Where in the manifest, e.g. `collections[2].source.collection_id` (`""`: the whole file). */
+            path: string;
+            /** @description `yaml_syntax`, `schema`, `reference`, `secret`, `cycle`, `duplicate`, `not_supported`. */
+            type: string;
+        };
+        /** @enum {string} */
+        ManifestResourceKind: "namespace" | "bucket" | "collection" | "retriever";
+        ManifestResourceResult: {
+            /** @enum {string} */
+            action: "created" | "unchanged";
+            /** @description The resource's id. */
+            id: string | null;
+            kind: components["schemas"]["ManifestResourceKind"];
+            name: string;
+            namespace: string | null;
+            /** @description The entry, e.g. `buckets[0]`. */
+            path: string;
+        };
+        /** @description A saved retriever (`POST /v1/retrievers` with `name` as `retriever_name`, in `namespace`); `collection_identifiers` name collections of that namespace, declared in the manifest or existing. */
+        ManifestRetriever: {
+            budget_limits?: components["schemas"]["RetrieverBudgetLimits"];
+            cache_config?: components["schemas"]["RetrieverCacheConfig"];
+            cache_stage_names?: string[];
+            collection_identifiers: string[];
+            description?: string | null;
+            display_config?: components["schemas"]["RetrieverDisplayConfig"];
+            input_schema?: components["schemas"]["RetrieverInputSchema"];
+            name: string;
+            namespace: string;
+            stages: components["schemas"]["RetrieverStage"][];
+            tags?: string[];
+        };
+        /** @description The manifest as the whole request body (YAML, UTF-8), at most 1 MiB. */
+        ManifestText: string;
+        ManifestUpload: {
+            /**
+             * Format: binary
+             * @description The manifest (YAML, UTF-8; the `Manifest` schema), at most 1 MiB.
+             */
+            manifest_file: string;
+        };
+        ManifestValidation: {
+            /** @description Entries of each kind in the manifest. */
+            counts: {
+                [key: string]: number;
+            };
+            errors: components["schemas"]["ManifestProblem"][];
+            /** @description The secret names the manifest refers to. */
+            secrets: string[];
+            valid: boolean;
         };
         MarketplaceCatalog: {
             page: number;
@@ -3574,6 +4000,35 @@ export interface components {
         };
         ObjectUpdateRequest: {
             metadata: components["schemas"]["Metadata"];
+        };
+        OrganizationSecret: {
+            /** Format: date-time */
+            created_at: string;
+            created_by: string | null;
+            description: string | null;
+            name: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        OrganizationSecretCreateRequest: {
+            description?: string | null;
+            name: components["schemas"]["OrganizationSecretName"];
+            /** @description Never returned; sealed at rest. */
+            value: string;
+        };
+        OrganizationSecretDeleted: {
+            deleted: boolean;
+            name: string;
+        };
+        OrganizationSecretList: {
+            results: components["schemas"]["OrganizationSecret"][];
+            total: number;
+        };
+        /** @description Upper case letters, digits and `_`, starting with a letter; a manifest writes it as `${{ secrets.NAME }}`. */
+        OrganizationSecretName: string;
+        OrganizationSecretReplaceRequest: {
+            description?: string | null;
+            value: string;
         };
         OrganizationUsage: {
             avg_latency_ms: number;
@@ -5059,6 +5514,104 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    getEnginePerformance: {
+        parameters: {
+            query?: {
+                /** @description Window end, exclusive (RFC 3339 date-time, sent as `start_time` is). Defaults to now. */
+                end_time?: components["parameters"]["AnalyticsEndTime"];
+                group_by?: "task_type" | "day";
+                /** @description Window start (RFC 3339 date-time, e.g. `2026-11-29T00:00:00Z`; a `+` offset must be sent as `%2B`). Defaults to 7 days before `end_time`. A window spans at most 366 days (a longer one is a 400). */
+                start_time?: components["parameters"]["AnalyticsStartTime"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Task engine figures. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EnginePerformance"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    getExtractorPerformance: {
+        parameters: {
+            query?: {
+                /** @description Window end, exclusive (RFC 3339 date-time, sent as `start_time` is). Defaults to now. */
+                end_time?: components["parameters"]["AnalyticsEndTime"];
+                /** @description Window start (RFC 3339 date-time, e.g. `2026-11-29T00:00:00Z`; a `+` offset must be sent as `%2B`). Defaults to 7 days before `end_time`. A window spans at most 366 days (a longer one is a 400). */
+                start_time?: components["parameters"]["AnalyticsStartTime"];
+            };
+            header?: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace"?: components["parameters"]["OptionalNamespaceHeader"];
+            };
+            path: {
+                /** @description A registered feature extractor (`text_extractor`, `image_extractor`, ...). */
+                extractor_name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The extractor's figures. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExtractorPerformance"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    getInferencePerformance: {
+        parameters: {
+            query?: {
+                /** @description Window end, exclusive (RFC 3339 date-time, sent as `start_time` is). Defaults to now. */
+                end_time?: components["parameters"]["AnalyticsEndTime"];
+                /** @description Window start (RFC 3339 date-time, e.g. `2026-11-29T00:00:00Z`; a `+` offset must be sent as `%2B`). Defaults to 7 days before `end_time`. A window spans at most 366 days (a longer one is a 400). */
+                start_time?: components["parameters"]["AnalyticsStartTime"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Model figures. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InferencePerformance"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             422: components["responses"]["ValidationFailed"];
             429: components["responses"]["RateLimited"];
         };
@@ -6787,6 +7340,134 @@ export interface operations {
             };
         };
     };
+    applyManifest: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/yaml": components["schemas"]["ManifestText"];
+                "multipart/form-data": components["schemas"]["ManifestUpload"];
+            };
+        };
+        responses: {
+            /** @description What was created and what was already there. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ManifestApplyResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    diffManifest: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/yaml": components["schemas"]["ManifestText"];
+                "multipart/form-data": components["schemas"]["ManifestUpload"];
+            };
+        };
+        responses: {
+            /** @description One entry per resource. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ManifestDiff"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    exportManifest: {
+        parameters: {
+            query?: {
+                /** @description The manifest's `metadata.name` (default `export`). */
+                name?: string;
+                /** @description Only this namespace (name or `ns_` id); wins over `X-Namespace`. */
+                namespace?: string;
+            };
+            header?: {
+                /** @description Namespace name or `ns_` id. */
+                "X-Namespace"?: components["parameters"]["OptionalNamespaceHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The manifest, as YAML. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/yaml": string;
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    validateManifest: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/yaml": components["schemas"]["ManifestText"];
+                "multipart/form-data": components["schemas"]["ManifestUpload"];
+            };
+        };
+        responses: {
+            /** @description Whether the manifest is valid, and every problem found. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ManifestValidation"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
     listMarketplaceCatalog: {
         parameters: {
             query?: {
@@ -7467,6 +8148,119 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    listOrganizationSecrets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every secret's name and dates. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OrganizationSecretList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    createOrganizationSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OrganizationSecretCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description The secret's name and dates (never its value). */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OrganizationSecret"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    replaceOrganizationSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The secret's name. */
+                secret_name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OrganizationSecretReplaceRequest"];
+            };
+        };
+        responses: {
+            /** @description The secret's name and dates. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OrganizationSecret"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+        };
+    };
+    deleteOrganizationSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The secret's name. */
+                secret_name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The secret was deleted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OrganizationSecretDeleted"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             422: components["responses"]["ValidationFailed"];
             429: components["responses"]["RateLimited"];
         };

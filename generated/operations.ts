@@ -33,6 +33,18 @@ export const operationTable = {
     "jsonLimits": [],
     "boundKeys": false
   },
+  "applyManifest": {
+    "method": "post",
+    "path": "/v1/manifest/apply",
+    "permission": "delete",
+    "public": false,
+    "scope": null,
+    "namespaceHeader": null,
+    "body": "json",
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
   "cancelBatch": {
     "method": "post",
     "path": "/v1/buckets/{bucket_identifier}/batches/{batch_id}/cancel",
@@ -276,6 +288,21 @@ export const operationTable = {
     ],
     "boundKeys": false
   },
+  "createOrganizationSecret": {
+    "method": "post",
+    "path": "/v1/organizations/secrets",
+    "permission": "admin",
+    "public": false,
+    "scope": {
+      "resource_type": "secret",
+      "operation": "modify_infrastructure"
+    },
+    "namespaceHeader": null,
+    "body": "json",
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
   "createRetriever": {
     "method": "post",
     "path": "/v1/retrievers",
@@ -489,6 +516,21 @@ export const operationTable = {
     "jsonLimits": [],
     "boundKeys": false
   },
+  "deleteOrganizationSecret": {
+    "method": "delete",
+    "path": "/v1/organizations/secrets/{secret_name}",
+    "permission": "admin",
+    "public": false,
+    "scope": {
+      "resource_type": "secret",
+      "operation": "modify_infrastructure"
+    },
+    "namespaceHeader": null,
+    "body": null,
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
   "deleteRetriever": {
     "method": "delete",
     "path": "/v1/retrievers/{retriever_id}",
@@ -533,6 +575,18 @@ export const operationTable = {
     },
     "namespaceHeader": null,
     "body": null,
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
+  "diffManifest": {
+    "method": "post",
+    "path": "/v1/manifest/diff",
+    "permission": "read",
+    "public": false,
+    "scope": null,
+    "namespaceHeader": null,
+    "body": "json",
     "credits": 0,
     "jsonLimits": [],
     "boundKeys": false
@@ -619,6 +673,18 @@ export const operationTable = {
     },
     "namespaceHeader": "required",
     "body": "json",
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
+  "exportManifest": {
+    "method": "get",
+    "path": "/v1/manifest/export",
+    "permission": "read",
+    "public": false,
+    "scope": null,
+    "namespaceHeader": "optional",
+    "body": null,
     "credits": 0,
     "jsonLimits": [],
     "boundKeys": false
@@ -781,12 +847,57 @@ export const operationTable = {
     "jsonLimits": [],
     "boundKeys": false
   },
+  "getEnginePerformance": {
+    "method": "get",
+    "path": "/v1/analytics/engine/performance",
+    "permission": "admin",
+    "public": false,
+    "scope": {
+      "resource_type": "organization",
+      "operation": "read_data"
+    },
+    "namespaceHeader": null,
+    "body": null,
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
+  "getExtractorPerformance": {
+    "method": "get",
+    "path": "/v1/analytics/extractors/{extractor_name}/performance",
+    "permission": "read",
+    "public": false,
+    "scope": {
+      "resource_type": "namespace",
+      "operation": "read_data"
+    },
+    "namespaceHeader": "optional",
+    "body": null,
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
   "getHealth": {
     "method": "get",
     "path": "/v1/health",
     "permission": "none",
     "public": true,
     "scope": null,
+    "namespaceHeader": null,
+    "body": null,
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
+  "getInferencePerformance": {
+    "method": "get",
+    "path": "/v1/analytics/inference/performance",
+    "permission": "admin",
+    "public": false,
+    "scope": {
+      "resource_type": "organization",
+      "operation": "read_data"
+    },
     "namespaceHeader": null,
     "body": null,
     "credits": 0,
@@ -1347,6 +1458,21 @@ export const operationTable = {
     "jsonLimits": [],
     "boundKeys": false
   },
+  "listOrganizationSecrets": {
+    "method": "get",
+    "path": "/v1/organizations/secrets",
+    "permission": "admin",
+    "public": false,
+    "scope": {
+      "resource_type": "secret",
+      "operation": "read_data"
+    },
+    "namespaceHeader": null,
+    "body": null,
+    "credits": 0,
+    "jsonLimits": [],
+    "boundKeys": false
+  },
   "listPublicRetrievers": {
     "method": "get",
     "path": "/v1/public/retrievers",
@@ -1608,6 +1734,21 @@ export const operationTable = {
         "maxBytes": 16384
       }
     ],
+    "boundKeys": false
+  },
+  "replaceOrganizationSecret": {
+    "method": "put",
+    "path": "/v1/organizations/secrets/{secret_name}",
+    "permission": "admin",
+    "public": false,
+    "scope": {
+      "resource_type": "secret",
+      "operation": "modify_infrastructure"
+    },
+    "namespaceHeader": null,
+    "body": "json",
+    "credits": 0,
+    "jsonLimits": [],
     "boundKeys": false
   },
   "retryBatch": {
@@ -2056,6 +2197,18 @@ export const operationTable = {
         "maxBytes": 65536
       }
     ],
+    "boundKeys": false
+  },
+  "validateManifest": {
+    "method": "post",
+    "path": "/v1/manifest/validate",
+    "permission": "read",
+    "public": false,
+    "scope": null,
+    "namespaceHeader": null,
+    "body": "json",
+    "credits": 0,
+    "jsonLimits": [],
     "boundKeys": false
   },
   "verifyPublicRetrieverPassword": {

@@ -58,6 +58,7 @@ import { SqlTextIndex, textIndexMigrations } from './text/text-index.js';
 
 /** How often the embedded database's tables are checked for growth that needs new planner statistics. */
 const TABLE_STATISTICS_INTERVAL_MS = 15_000;
+import { InferenceCallStats, inferenceCallStatsMigrations } from './inference/call-stats.js';
 import { InferenceClient, probeInference, startInferenceWorkers } from './inference/index.js';
 
 export interface KernelOverrides {
@@ -243,6 +244,7 @@ async function assembleCore(
   });
   container.bind(T.BlobStore).toConstantValue(blobs);
   container.bind(T.PublicUrl).toConstantValue(publicUrl);
+  container.bind(T.LocalApiUrl).toConstantValue({ current: '' });
 
   const vectors = createVectorIndex({
     engine: chooseEngine({ requested: config.vectorEngine, hasPgvector: database.hasPgvector }),
@@ -367,7 +369,7 @@ async function assembleCore(
   for (const resource of registry.resources) resource.services?.(container, services);
 
   const migrationSets: MigrationSet[] = [
-    { owner: 'kernel', migrations: [...authMigrations, ...requestLogMigrations, ...taskMigrations, ...taskConsumerMigrations, ...textIndexMigrations, ...workerHeartbeatMigrations] },
+    { owner: 'kernel', migrations: [...authMigrations, ...requestLogMigrations, ...taskMigrations, ...taskConsumerMigrations, ...textIndexMigrations, ...workerHeartbeatMigrations, ...inferenceCallStatsMigrations] },
     ...registry.resources.map((r) => ({ owner: r.name, migrations: r.migrations ?? [] })),
   ];
   const applied = await runMigrations(db, migrationSets);
@@ -442,6 +444,7 @@ async function serve(core: Core, options: KernelOptions): Promise<Kernel> {
   const server = await listen(app, config.port, config.host);
   lifecycle.onShutdown('http server', () => closeServer(server, config.shutdownGraceMs));
   const port = (server.address() as AddressInfo).port;
+  services.get(T.LocalApiUrl).current = `http://${loopbackHost(config.host)}:${port}`;
   if (!config.publicUrl) {
     services.get(T.PublicUrl).current = `http://${config.host === '0.0.0.0' ? 'localhost' : config.host}:${port}`;
   }
@@ -535,14 +538,20 @@ async function startInference(core: Core, options: KernelOptions): Promise<void>
     core.container.bind(T.Inference).toConstantValue(new InferenceClient({ addresses: [], log: core.log.child({ component: 'inference' }) }));
     return;
   }
+  // Model latency and throughput for the analytics, written every half minute (call-stats.ts).
+  const calls = new InferenceCallStats(core.services.get(T.DatabaseHandle).db, core.clock, core.log.child({ component: 'inference-stats' }));
   const runtime = await startInferenceWorkers({
     addresses: remote,
     plugins: options.inferencePlugins ?? [],
     workers: config.inferenceWorkers,
     log: core.log,
     pool: { logLevel: config.logLevel, logFormat: resolveLogFormat(config.logFormat) },
+    client: { onCall: (call) => calls.record(call) },
   });
+  calls.start();
+  core.container.bind(T.InferenceCallStats).toConstantValue(calls);
   core.lifecycle.onShutdown('inference', () => runtime.stop());
+  core.lifecycle.onShutdown('inference statistics', () => calls.stop());
   core.container.bind(T.Inference).toConstantValue(runtime.client);
   core.services.get(T.HealthRegistry).register({
     name: 'inference',
@@ -580,6 +589,12 @@ async function adminKeyWarnings(keyStore: KeyStoreService, config: ConfigShape):
     `TESSERA_ADMIN_KEY is not the admin-key: it is read on the first start only, and the admin-key created then is still the one in force (this value was ignored). ` +
       `Use that admin-key, create further admin keys with it (tessera keys create --user ${config.adminEmail} --name <name> --permissions admin), and unset TESSERA_ADMIN_KEY.`,
   ];
+}
+
+/** An address of this host that reaches a server listening on `host` (any address: the IPv4 loopback). */
+function loopbackHost(host: string): string {
+  if (host === '0.0.0.0' || host === '' || host === '::') return '127.0.0.1';
+  return host.includes(':') ? `[${host}]` : host;
 }
 
 function listen(app: import('express').Express, port: number, host: string): Promise<Server> {

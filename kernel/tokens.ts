@@ -37,7 +37,9 @@ import type { PublishedRetrieverDirectory as PublishedRetrieverDirectoryShape } 
 import type { RetrieverExecutor as RetrieverExecutorShape } from './retrieval/executor.js';
 import type { RetrieverRemovals as RetrieverRemovalsShape } from './retrieval/removals.js';
 import type { SavedRetrievers as SavedRetrieversShape } from './retrieval/saved.js';
+import type { InferenceCallStats as InferenceCallStatsShape } from './inference/call-stats.js';
 import type { RetrieverAlertPolicy as RetrieverAlertPolicyShape } from './retrieval/alerts.js';
+import type { OrganizationSecrets as OrganizationSecretsShape } from './organization-secrets.js';
 
 declare const tokenType: unique symbol;
 export type Token<T> = symbol & { readonly [tokenType]?: T };
@@ -102,6 +104,13 @@ export const BlobStore = createToken<BlobStoreShape>('BlobStore');
 export const PublicUrl = createToken<{ current: string }>('PublicUrl');
 /** Signs and verifies the local blob store's presigned URLs. */
 export const BlobSigningSecret = createToken<Buffer>('BlobSigningSecret');
+/**
+ * This process's own API as a loopback base URL (`http://127.0.0.1:<port>`), known once it listens (empty
+ * before): for operations that act as a client of the API on their caller's behalf (manifests).
+ */
+export const LocalApiUrl = createToken<{ current: string }>('LocalApiUrl');
+/** Organization secrets (names; values for the service's own use), provided by the secrets plugin. */
+export const OrganizationSecrets = createToken<OrganizationSecretsShape>('OrganizationSecrets');
 /** Whether a presigned PUT may still write its key (bound by the plugin that issues upload URLs). */
 export const PresignedPutGate = createToken<PresignedPutGateShape>('PresignedPutGate');
 export const VectorIndex = createToken<VectorIndexShape>('VectorIndex');
@@ -125,5 +134,7 @@ export const RetrieverExecutor = createToken<RetrieverExecutorShape>('RetrieverE
 export const RetrieverRemovals = createToken<RetrieverRemovalsShape>('RetrieverRemovals');
 /** Saved retrievers' definitions and execution history for readers outside their plugin (bound by the retrievers plugin). */
 export const SavedRetrievers = createToken<SavedRetrieversShape>('SavedRetrievers');
+/** This process's model call figures, written behind (bound when the process has inference workers). */
+export const InferenceCallStats = createToken<InferenceCallStatsShape>('InferenceCallStats');
 /** What listeners ask to hear about saved retrievers' executions (bound by the webhooks plugin; kernel/retrieval/alerts.ts). */
 export const RetrieverAlertPolicy = createToken<RetrieverAlertPolicyShape>('RetrieverAlertPolicy');

@@ -28,6 +28,8 @@ import publishedRetrievers from './resources/published-retrievers/index.js';
 import marketplace from './resources/marketplace/index.js';
 import searchPage from './resources/search-page/index.js';
 import webhooks from './resources/webhooks/index.js';
+import secrets from './resources/secrets/index.js';
+import manifests from './resources/manifests/index.js';
 import aggregate from './stages/aggregate/index.js';
 import attributeFilter from './stages/attribute_filter/index.js';
 import deduplicate from './stages/deduplicate/index.js';
@@ -63,6 +65,8 @@ export default [
   marketplace,
   searchPage,
   webhooks,
+  secrets,
+  manifests,
   analytics,
   attributeFilter,
   featureSearch,

@@ -27,6 +27,7 @@ import { OperationMatcher, operations, type OperationId, type OperationSpec } fr
 import type { RequestLog } from './request-log.js';
 import { ArrayLimits } from './array-limits.js';
 import { PerPathValidator, REQUEST_FORMATS } from './validation.js';
+import { nonJsonBodyOperations, readNonJsonBody } from './form-bodies.js';
 import { RequestPrecheck } from './request-precheck.js';
 
 export interface HttpDependencies {
@@ -65,6 +66,7 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
 
   const bodyRequired = operationsRequiringBody(deps.apiDocument);
   const hints = patternHints(deps.apiDocument);
+  const nonJsonBodies = nonJsonBodyOperations(deps.apiDocument);
   const json = express.json({
     limit: deps.jsonBodyLimit,
     verify: (_req, res, body, encoding) => {
@@ -166,7 +168,8 @@ export function buildHttpApp(deps: HttpDependencies): express.Express {
     if (!hasBody && bodyRequired.has(operation.operationId)) {
       throw new RequestValidationError([{ loc: ['body'], msg: 'A JSON request body is required', type: 'missing' }]);
     }
-    if (hasBody || req.get('content-type') !== undefined) await run(json, req, res);
+    const readAlready = hasBody && (await readNonJsonBody(req, res, operation, nonJsonBodies));
+    if (!readAlready && (hasBody || req.get('content-type') !== undefined)) await run(json, req, res);
     arrayLimits.check(arrayLimits.bodySchema(operation.path, operation.method), req.body, ['body']);
     const accepted = precheck.accepts(operation.path, operation.method, {
       hasQuery: req.url.includes('?'), hasBody, contentType: req.get('content-type'), headers: req.headers, body: req.body, pathParams: contextOf(res).pathParams,

@@ -39,6 +39,8 @@ export function openApiMiddleware(apiDocument: Record<string, unknown>, options:
     ajvFormats: { mode: 'full' },
     formats: REQUEST_FORMATS,
     ignoreUndocumented: true,
+    // Forms are read before validation, bounded, by form-bodies.ts (the library's multer answers 500 to a malformed one).
+    fileUploader: false,
   }) as RequestHandler[];
 }
 

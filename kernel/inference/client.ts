@@ -37,6 +37,7 @@ import { Coalescer } from './coalesce.js';
 import { decodeEmbedResponse } from './embed-response.js';
 import type { ModelTask } from '../plugins.js';
 import type { OcrBox } from './model-io.js';
+import type { InferenceCall } from './call-stats.js';
 import { DEFAULT_MAX_MESSAGE_BYTES } from './worker.js';
 
 /** The generated client, with embeddings decoded by decodeEmbedResponse (each vector read at its final length). */
@@ -53,6 +54,8 @@ const GrpcInferenceClient = makeGenericClientConstructor(
 export interface InferenceClientOptions {
   /** Worker addresses (`host:port`); replace them later with `setAddresses` (the pool does on restarts). */
   addresses: readonly string[];
+  /** Told of every model call as it ends, retries included (call-stats.ts keeps the figures). */
+  onCall?: (call: InferenceCall) => void;
   /** Deadline of each attempt (ms). */
   timeoutMs?: number;
   /** Attempts after the first, on UNAVAILABLE or DEADLINE_EXCEEDED. */
@@ -204,6 +207,15 @@ function parseExtras(json: string): Record<string, unknown> {
   return value && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : { value };
 }
 
+/** The inputs one request carries (texts, images, clips or documents). */
+function itemsOf(request: object): number {
+  for (const field of ['texts', 'images', 'clips', 'documents'] as const) {
+    const value = (request as Record<string, unknown>)[field];
+    if (Array.isArray(value)) return value.length;
+  }
+  return 1;
+}
+
 export class InferenceClient {
   private channels: Channel[] = [];
   private next = 0;
@@ -216,6 +228,7 @@ export class InferenceClient {
   private readonly concurrency: number | undefined;
   private readonly maxMessageBytes: number;
   private readonly log: Logger | undefined;
+  private readonly onCall: ((call: InferenceCall) => void) | undefined;
   private closed = false;
   /** Small concurrent calls per model, sent as one request (see coalesce.ts). */
   private readonly textCalls: Coalescer<string, number[]>;
@@ -233,6 +246,7 @@ export class InferenceClient {
     this.maxBatchBytes = options.maxBatchBytes ?? Math.floor(this.maxMessageBytes / 2);
     this.concurrency = options.concurrency;
     this.log = options.log;
+    this.onCall = options.onCall;
     this.setAddresses(options.addresses);
     const blamesInput = (err: unknown) => err instanceof InputError;
     this.textCalls = new Coalescer((model, texts) => this.sendTexts(model, texts), this.maxBatch, blamesInput);
@@ -423,6 +437,19 @@ export class InferenceClient {
 
   /** One logical call: attempts on different workers until one answers or the retries run out. */
   private async invoke<K extends Rpc>(method: K, request: Rpcs[K][0], overrides?: CallOverrides): Promise<Rpcs[K][1]> {
+    if (!this.onCall || !('model' in request)) return this.invokeWithRetries(method, request, overrides);
+    const started = performance.now();
+    let ok = false;
+    try {
+      const response = await this.invokeWithRetries(method, request, overrides);
+      ok = true;
+      return response;
+    } finally {
+      this.onCall({ method, model: request.model, items: itemsOf(request), ms: performance.now() - started, ok });
+    }
+  }
+
+  private async invokeWithRetries<K extends Rpc>(method: K, request: Rpcs[K][0], overrides?: CallOverrides): Promise<Rpcs[K][1]> {
     const timeoutMs = overrides?.timeoutMs ?? this.timeoutMs;
     const signal = overrides?.signal;
     const tried = new Set<string>();

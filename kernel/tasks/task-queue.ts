@@ -97,6 +97,18 @@ export const taskMigrations: Migration[] = [
       await db.raw("create index tasks_outbox on tasks (run_at) where published_at is null and status in ('PENDING', 'RUNNING')");
     },
   },
+  {
+    // Engine analytics: when the latest attempt started and ended, and the time every attempt ran in all.
+    name: '0006_task_timings',
+    async up(db) {
+      await db.schema.alterTable('tasks', (t) => {
+        t.timestamp('started_at', { useTz: true });
+        t.timestamp('finished_at', { useTz: true });
+        t.double('busy_ms').notNullable().defaultTo(0);
+      });
+      await db.raw('create index tasks_organization_created on tasks (organization_id, created_at) where organization_id is not null');
+    },
+  },
 ];
 
 export interface TaskRunnerOptions {

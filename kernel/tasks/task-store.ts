@@ -87,7 +87,7 @@ export class TaskStore {
     if (types.length === 0) return undefined;
     const now = this.clock.now();
     const rows = (await this.db.raw(
-      `update tasks set status = 'RUNNING', attempts = attempts + 1, locked_until = ?, updated_at = ?
+      `update tasks set status = 'RUNNING', attempts = attempts + 1, locked_until = ?, updated_at = ?, started_at = ?
        where task_id = (
          select task_id from tasks
          where type = any(?) and ${CLAIMABLE}
@@ -95,7 +95,7 @@ export class TaskStore {
          for update skip locked
          limit 1)
        returning *`,
-      [new Date(now.getTime() + leaseMs), now, [...types], now, now],
+      [new Date(now.getTime() + leaseMs), now, now, [...types], now, now],
     )) as { rows: TaskRecord[] };
     return rows.rows[0];
   }
@@ -104,10 +104,10 @@ export class TaskStore {
   async claim(taskId: string, leaseMs: number): Promise<TaskRecord | undefined> {
     const now = this.clock.now();
     const rows = (await this.db.raw(
-      `update tasks set status = 'RUNNING', attempts = attempts + 1, locked_until = ?, updated_at = ?
+      `update tasks set status = 'RUNNING', attempts = attempts + 1, locked_until = ?, updated_at = ?, started_at = ?
        where task_id = ? and ${CLAIMABLE}
        returning *`,
-      [new Date(now.getTime() + leaseMs), now, taskId, now, now],
+      [new Date(now.getTime() + leaseMs), now, now, taskId, now, now],
     )) as { rows: TaskRecord[] };
     return rows.rows[0];
   }
@@ -134,9 +134,18 @@ export class TaskStore {
   }
 
   async complete(task: TaskRow, result: Record<string, unknown>): Promise<void> {
+    const now = this.clock.now();
     await this.db('tasks')
       .where({ task_id: task.task_id })
-      .update({ status: 'COMPLETED', result: JSON.stringify(result), locked_until: null, last_error: null, updated_at: this.clock.now() });
+      .update({ status: 'COMPLETED', result: JSON.stringify(result), locked_until: null, last_error: null, updated_at: now, ...this.attemptEnded(now) });
+  }
+
+  /** The columns an attempt's end sets: when, and its run time added to the task's (engine analytics). */
+  private attemptEnded(now: Date) {
+    return {
+      finished_at: now,
+      busy_ms: this.db.raw('busy_ms + greatest(coalesce(extract(epoch from (?::timestamptz - started_at)) * 1000, 0), 0)', [now]),
+    };
   }
 
   /** Records a failed attempt: back to PENDING after `retryDelayMs`, or DEAD when it was the last one. */
@@ -151,6 +160,7 @@ export class TaskStore {
         locked_until: null,
         run_at: new Date(now.getTime() + retryDelayMs),
         updated_at: now,
+        ...this.attemptEnded(now),
       })
       .returning('*')) as TaskRecord[];
     return row!;

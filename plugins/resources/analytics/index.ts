@@ -14,9 +14,12 @@ import { defineResource } from '../../../kernel/plugins.js';
 import { cacheRequestOf } from '../../../kernel/retrieval/cache.js';
 import { NotFoundError } from '../../../kernel/errors.js';
 import { unpackInputs } from '../../../kernel/retrieval/history-inputs.js';
-import { Clock, DatabaseHandle, RequestLog, SavedRetrievers, createToken, type Services } from '../../../kernel/tokens.js';
+import { liveTaskWorkers } from '../../../kernel/tasks/worker-heartbeat.js';
+import { Clock, DatabaseHandle, InferenceCallStats, PluginRegistry, RequestLog, SavedRetrievers, createToken, type Services } from '../../../kernel/tokens.js';
 import { analyze } from './analyze.js';
 import { PlatformAnalyticsQueries, type NamespaceFilter } from './platform-queries.js';
+import { InferenceAnalyticsQueries, inferenceFigures, sumGroups } from './inference-queries.js';
+import { ProcessingAnalyticsQueries, type ExtractorRow, type TaskFiguresRow } from './processing-queries.js';
 import { RetrieverAnalyticsQueries, type ExecutionTotals, type SignalGrouping } from './retriever-queries.js';
 import { figure, latencyOf, rate, windowFields, windowOf, type Window } from './window.js';
 
@@ -24,6 +27,8 @@ type Schemas = components['schemas'];
 
 const RetrieverQueries = createToken<RetrieverAnalyticsQueries>('analytics.RetrieverAnalyticsQueries');
 const PlatformQueries = createToken<PlatformAnalyticsQueries>('analytics.PlatformAnalyticsQueries');
+const ProcessingQueries = createToken<ProcessingAnalyticsQueries>('analytics.ProcessingAnalyticsQueries');
+const InferenceQueries = createToken<InferenceAnalyticsQueries>('analytics.InferenceAnalyticsQueries');
 
 /** Rows an API performance report lists at most. */
 const MAX_API_ROWS = 500;
@@ -61,8 +66,8 @@ function performanceFigures(totals: ExecutionTotals) {
   };
 }
 
-/** Namespaces a cache report covers: the request's, or every one the key's scopes let it read. */
-async function cacheNamespaces(services: Services, ctx: RequestContext, caller: AuthContext): Promise<NamespaceFilter> {
+/** Namespaces a report covers: the request's, or every one the key's scopes let it read (null: all). */
+async function namespacesInReach(services: Services, ctx: RequestContext, caller: AuthContext): Promise<NamespaceFilter> {
   if (ctx.namespace) return [ctx.namespace.id];
   if (caller.scopes.length === 0) return null;
   const all = await services.get(PlatformQueries).namespaces(caller.organizationId);
@@ -87,12 +92,46 @@ function resourceTypeOf(operationId: string | null): string {
   return operation?.scope?.resource_type ?? 'other';
 }
 
+/** A task figures row as the report shows it. */
+function taskFigures(row: TaskFiguresRow) {
+  return {
+    tasks: row.tasks,
+    completed: row.completed,
+    failed: row.failed,
+    waiting: row.waiting,
+    running: row.running,
+    retries: row.retries,
+    run_ms: latencyOf({ avg_ms: row.run_avg_ms, p50_ms: row.run_p50_ms, p95_ms: row.run_p95_ms, p99_ms: row.run_p99_ms, max_ms: row.run_max_ms }),
+    wait_ms: latencyOf({ avg_ms: row.wait_avg_ms, p50_ms: row.wait_p50_ms, p95_ms: row.wait_p95_ms, p99_ms: row.wait_p99_ms, max_ms: row.wait_max_ms }),
+    busy_ms: figure(row.busy_ms) ?? 0,
+  };
+}
+
+function extractorFigures(row: ExtractorRow) {
+  return {
+    chunks: row.chunks,
+    objects: row.objects,
+    documents_written: row.documents_written,
+    documents_skipped: row.documents_skipped,
+    failed_objects: row.failed_objects,
+    failure_rate: rate(row.failed_objects, row.objects),
+    total_ms: figure(row.total_ms) ?? 0,
+    avg_ms_per_object: row.objects > 0 ? figure(Number(row.total_ms) / row.objects) : null,
+    retries: row.retries,
+  };
+}
+
+/** Collections an extractor report lists at most. */
+const MAX_EXTRACTOR_COLLECTIONS = 100;
+
 export default defineResource({
   name: 'analytics',
   services: (container, services) => {
     const db = services.get(DatabaseHandle).db;
     container.bind(RetrieverQueries).toConstantValue(new RetrieverAnalyticsQueries(db));
     container.bind(PlatformQueries).toConstantValue(new PlatformAnalyticsQueries(db));
+    container.bind(ProcessingQueries).toConstantValue(new ProcessingAnalyticsQueries(db));
+    container.bind(InferenceQueries).toConstantValue(new InferenceAnalyticsQueries(db));
   },
   handlers: {
     getRetrieverPerformance: async ({ params, query, ctx, services }) => {
@@ -283,7 +322,7 @@ export default defineResource({
       const caller = callerOf(ctx);
       const now = services.get(Clock).now();
       await services.get(SavedRetrievers).flushHistory();
-      const namespaces = await cacheNamespaces(services, ctx, caller);
+      const namespaces = await namespacesInReach(services, ctx, caller);
       const queries = services.get(PlatformQueries);
       const executions = await queries.cacheExecutions(caller.organizationId, namespaces, window);
       const entries = await queries.cacheEntries(caller.organizationId, namespaces, now);
@@ -321,6 +360,72 @@ export default defineResource({
             entries: entriesOf.get(e.retriever_id)?.entries ?? 0,
             ttl_seconds: ttlOf(e.retriever_id, e.cache_config),
           })),
+        },
+      };
+    },
+
+    getEnginePerformance: async ({ query, ctx, services }) => {
+      const window = windowFrom(services, query);
+      const organizationId = callerOf(ctx).organizationId;
+      const by = query.group_by ?? 'task_type';
+      const queries = services.get(ProcessingQueries);
+      const totals = await queries.taskTotals(organizationId, window);
+      const byType = by === 'task_type' ? await queries.tasksByType(organizationId, window) : [];
+      const byDay = by === 'day' ? await queries.tasksByDay(organizationId, window) : [];
+      const queue = await queries.queue(organizationId, services.get(Clock).now());
+      const workers = await liveTaskWorkers(services.get(DatabaseHandle).db, services.get(Clock));
+      return {
+        status: 200,
+        body: {
+          ...windowFields(window),
+          group_by: by,
+          totals: taskFigures(totals),
+          // Four significant digits: over a week, a few seconds of work is a tiny but real share.
+          utilization: Number((Number(totals.busy_ms) / (window.end.getTime() - window.start.getTime())).toPrecision(4)),
+          queue,
+          workers: { live: workers.length },
+          by_type: byType.map((row) => ({ task_type: row.task_type, ...taskFigures(row) })),
+          series: byDay.map((row) => ({ period_start: iso(row.period_start), ...taskFigures(row) })),
+        },
+      };
+    },
+
+    getExtractorPerformance: async ({ params, query, ctx, services }) => {
+      const window = windowFrom(services, query);
+      if (!services.get(PluginRegistry).extractors.has(params.extractor_name)) {
+        throw new NotFoundError(`Feature extractor '${params.extractor_name}' is not registered (GET /v1/collections/features/extractors lists them)`, {
+          extractor_name: params.extractor_name,
+        });
+      }
+      const caller = callerOf(ctx);
+      const namespaces = await namespacesInReach(services, ctx, caller);
+      const queries = services.get(ProcessingQueries);
+      const totals = await queries.extractorTotals(caller.organizationId, namespaces, params.extractor_name, window);
+      const collections = await queries.extractorChunks(caller.organizationId, namespaces, params.extractor_name, window, MAX_EXTRACTOR_COLLECTIONS);
+      return {
+        status: 200,
+        body: {
+          extractor_name: params.extractor_name,
+          ...windowFields(window),
+          namespace_id: ctx.namespace?.id ?? null,
+          batches: totals.batches ?? 0,
+          totals: extractorFigures(totals),
+          collections: collections.map((row) => ({ collection_id: row.collection_id!, ...extractorFigures(row) })),
+        },
+      };
+    },
+
+    getInferencePerformance: async ({ query, services }) => {
+      const window = windowFrom(services, query);
+      // This process's latest calls first (every other process writes its own within 30 s).
+      await services.tryGet(InferenceCallStats)?.flush();
+      const groups = await services.get(InferenceQueries).groups(window);
+      return {
+        status: 200,
+        body: {
+          ...windowFields(window),
+          totals: inferenceFigures(sumGroups(groups)),
+          models: groups.map((g) => ({ model: g.model, method: g.method, ...inferenceFigures(g) })),
         },
       };
     },

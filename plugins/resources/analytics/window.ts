@@ -46,13 +46,19 @@ export function rate(part: number, whole: number): number | null {
   return whole > 0 ? figure(part / whole) : null;
 }
 
-/** SQL for the latency columns of AnalyticsLatency over a numeric column (a trusted identifier). */
-export function latencySql(column: string): string {
-  return `avg(${column})::float8 as avg_ms,
-    percentile_cont(0.5) within group (order by ${column})::float8 as p50_ms,
-    percentile_cont(0.95) within group (order by ${column})::float8 as p95_ms,
-    percentile_cont(0.99) within group (order by ${column})::float8 as p99_ms,
-    max(${column})::float8 as max_ms`;
+/**
+ * SQL for the latency columns of AnalyticsLatency over a numeric expression (trusted SQL, never input), over
+ * the rows `filter` selects when given, named with `prefix` (`run_avg_ms`, ...).
+ */
+export function latencySql(expression: string, filter?: string, prefix = ''): string {
+  const only = filter ? ` filter (where ${filter})` : '';
+  return [
+    `(avg(${expression})${only})::float8 as ${prefix}avg_ms`,
+    `(percentile_cont(0.5) within group (order by ${expression})${only})::float8 as ${prefix}p50_ms`,
+    `(percentile_cont(0.95) within group (order by ${expression})${only})::float8 as ${prefix}p95_ms`,
+    `(percentile_cont(0.99) within group (order by ${expression})${only})::float8 as ${prefix}p99_ms`,
+    `(max(${expression})${only})::float8 as ${prefix}max_ms`,
+  ].join(',\n  ');
 }
 
 export interface LatencyRow {
