@@ -46,8 +46,8 @@ export interface InferenceCall {
   ok: boolean;
 }
 
-interface Group {
-  minute: Date;
+/** One model and method's calls over some time (a minute here; any window in the analytics). */
+export interface InferenceCallFigures {
   model: string;
   method: string;
   calls: number;
@@ -56,6 +56,10 @@ interface Group {
   total_ms: number;
   max_ms: number;
   histogram: number[];
+}
+
+interface Group extends InferenceCallFigures {
+  minute: Date;
 }
 
 export function bucketOf(ms: number): number {

@@ -3,19 +3,10 @@
  * window, latency percentiles read from the summed histogram.
  */
 import type { Knex } from 'knex';
-import { LATENCY_BUCKETS_MS } from '../../../kernel/inference/call-stats.js';
+import { LATENCY_BUCKETS_MS, type InferenceCallFigures } from '../../../kernel/inference/call-stats.js';
 import { figure, rate, type Window } from './window.js';
 
-export interface InferenceGroup {
-  model: string;
-  method: string;
-  calls: number;
-  items: number;
-  errors: number;
-  total_ms: number;
-  max_ms: number;
-  histogram: number[];
-}
+export type InferenceGroup = InferenceCallFigures;
 
 /** The upper bound of the bucket where the q-quantile falls, at most the slowest call; null without calls. */
 export function histogramQuantile(histogram: readonly number[], q: number, maxMs: number): number | null {
