@@ -85,7 +85,10 @@ describe('PluginRegistry', () => {
   it('registers every built-in plugin', () => {
     const registry = new PluginRegistry();
     for (const plugin of builtins) registry.add(plugin, 'builtin');
-    expect(registry.resources.map((r) => r.name).sort()).toEqual(['api-keys', 'audit-log', 'batches', 'buckets', 'collections', 'health', 'marketplace', 'namespaces', 'published-retrievers', 'retrievers', 'search-page', 'storage', 'usage', 'users']);
+    expect(registry.resources.map((r) => r.name).sort()).toEqual([
+      'analytics', 'api-keys', 'audit-log', 'batches', 'buckets', 'collections', 'health', 'manifests', 'marketplace', 'namespace-templates',
+      'namespaces', 'published-retrievers', 'retrievers', 'search-page', 'secrets', 'storage', 'usage', 'users', 'webhooks',
+    ]);
     expect([...registry.stages.keys()].sort()).toEqual(['aggregate', 'attribute_filter', 'deduplicate', 'document_enrich', 'feature_search', 'group_by', 'json_transform', 'limit', 'mmr', 'rag_prepare', 'rerank', 'sample', 'score_normalize', 'sort_attribute', 'sort_relevance', 'text_search', 'unwind']);
     expect([...registry.extractors.keys()].sort()).toEqual(['audio_extractor', 'image_extractor', 'passthrough_extractor', 'pdf_extractor', 'text_extractor', 'video_extractor']);
     expect([...registry.models.keys()].sort()).toEqual(['hashed-ngram-text', 'image-descriptor', 'lexical-reranker', 'log-mel-audio', 'paddle-ocr']);
