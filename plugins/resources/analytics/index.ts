@@ -101,8 +101,8 @@ function taskFigures(row: TaskFiguresRow) {
     waiting: row.waiting,
     running: row.running,
     retries: row.retries,
-    run_ms: latencyOf({ avg_ms: row.run_avg_ms, p50_ms: row.run_p50_ms, p95_ms: row.run_p95_ms, p99_ms: row.run_p99_ms, max_ms: row.run_max_ms }),
-    wait_ms: latencyOf({ avg_ms: row.wait_avg_ms, p50_ms: row.wait_p50_ms, p95_ms: row.wait_p95_ms, p99_ms: row.wait_p99_ms, max_ms: row.wait_max_ms }),
+    run_ms: latencyOf(row, 'run_'),
+    wait_ms: latencyOf(row, 'wait_'),
     busy_ms: figure(row.busy_ms) ?? 0,
   };
 }

@@ -69,13 +69,15 @@ export interface LatencyRow {
   max_ms: number | string | null;
 }
 
-export function latencyOf(row: LatencyRow | undefined) {
+/** AnalyticsLatency from the columns latencySql named (with the same `prefix`). */
+export function latencyOf(row: object | undefined, prefix = '') {
+  const column = (name: keyof LatencyRow) => (row as Record<string, LatencyRow[keyof LatencyRow]> | undefined)?.[`${prefix}${name}`];
   return {
-    avg_ms: figure(row?.avg_ms),
-    p50_ms: figure(row?.p50_ms),
-    p95_ms: figure(row?.p95_ms),
-    p99_ms: figure(row?.p99_ms),
-    max_ms: figure(row?.max_ms),
+    avg_ms: figure(column('avg_ms')),
+    p50_ms: figure(column('p50_ms')),
+    p95_ms: figure(column('p95_ms')),
+    p99_ms: figure(column('p99_ms')),
+    max_ms: figure(column('max_ms')),
   };
 }
 
